@@ -1,0 +1,84 @@
+"""mcptasks: long-running MCP tools with the Tasks extension (`io.modelcontextprotocol/tasks`).
+
+Everything public is re-exported here; nothing else is promised. The SDK hosts (`TaskServer`,
+`TasksExtension`) are loaded on first use, so the engine imports without the `mcp` SDK.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from mcptasks.context import BodyChannel, TaskContext
+from mcptasks.driver import Outcome
+from mcptasks.engine import TaskEngine
+from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.tool import InvalidArguments, TaskTool, task_tool
+from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
+from mcptasks.yields import (
+    Elicit,
+    Elicitation,
+    InputRequest,
+    Inputs,
+    InvalidAnswer,
+    ListRoots,
+    Result,
+    Root,
+    Sample,
+    SampleResult,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from mcptasks.ext import TasksExtension
+    from mcptasks.server import TaskServer
+
+__version__ = "0.1.0"
+
+_HOSTS = {"TaskServer": "mcptasks.server", "TasksExtension": "mcptasks.ext"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOSTS:
+        import importlib
+
+        return getattr(importlib.import_module(_HOSTS[name]), name)
+    raise AttributeError(f"module 'mcptasks' has no attribute {name!r}")
+
+__all__ = [
+    "ANONYMOUS_OWNER",
+    "EXTENSION_ID",
+    "BodyChannel",
+    "Elicit",
+    "Elicitation",
+    "InputRequest",
+    "Inputs",
+    "InvalidAnswer",
+    "InvalidArguments",
+    "ListRoots",
+    "MemoryTaskStore",
+    "Outcome",
+    "PollTooFast",
+    "ProtocolError",
+    "Result",
+    "Root",
+    "Sample",
+    "SampleResult",
+    "SqliteTaskStore",
+    "Status",
+    "TaskContext",
+    "TaskEngine",
+    "TaskExists",
+    "TaskNotFound",
+    "TaskServer",
+    "TaskRecord",
+    "TaskStatus",
+    "TaskStore",
+    "TaskSupport",
+    "TaskTool",
+    "TasksExtension",
+    "TasksProtocol",
+    "ToolError",
+    "__version__",
+    "store_from_url",
+    "task_tool",
+]

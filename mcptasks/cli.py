@@ -1,0 +1,154 @@
+"""The `mcptasks` command line: `mcptasks serve TARGET [...]`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mcptasks import __version__
+
+STORE_ENV = "MCPTASKS_STORE"
+
+
+class CliError(Exception):
+    """A user error the CLI reports in one line (exit status 2)."""
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, sep, attr = target.rpartition(":")
+    # A Windows drive letter or a plain target has no usable attribute part.
+    if not sep or not path or "/" in attr or "\\" in attr:
+        return target, "app"
+    return path, attr or "app"
+
+
+def load_target(target: str) -> Any:
+    """Load `path/to/file.py[:attr]` or `package.module[:attr]` (attr defaults to `app`)."""
+    location, attr = _split_target(target)
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        path = Path(location)
+        if not path.is_file():
+            raise CliError(f"cannot load {target!r}: no such file {str(path)!r}")
+        module_name = f"_mcptasks_target_{path.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise CliError(f"cannot load {target!r}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise CliError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from exc
+    else:
+        try:
+            module = importlib.import_module(location)
+        except ImportError as exc:
+            raise CliError(f"cannot import module {location!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise CliError(
+            f"{location!r} has no attribute {attr!r} (name the server object as TARGET:ATTR)"
+        ) from None
+
+
+def _check_port(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def serve(target: str, *, transport: str, host: str, port: int, path: str, store: str | None) -> None:
+    """Load TARGET and serve it until interrupted."""
+    from mcp.server.mcpserver import MCPServer
+
+    from mcptasks.ext import extension_of
+    from mcptasks.server import TaskServer
+    from mcptasks.store.url import store_from_url
+
+    server = load_target(target)
+    store_url = store or os.environ.get(STORE_ENV)
+    store_object = None
+    if store_url:
+        try:
+            store_object = store_from_url(store_url)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if isinstance(server, TaskServer):
+        if store_object is not None:
+            server.use_store(store_object)
+        if transport == "http":
+            _check_port(host, port)
+        server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
+        return
+    if isinstance(server, MCPServer):
+        extension = extension_of(server)
+        if store_object is not None:
+            if extension is None:
+                raise CliError("--store needs a server with a TasksExtension attached (ext.attach(server))")
+            extension.use_store(store_object)
+        if transport == "http":
+            _check_port(host, port)
+            server.run("streamable-http", host=host, port=port, streamable_http_path=path)
+        else:
+            server.run("stdio")
+        return
+    raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `mcptasks` command."""
+    parser = argparse.ArgumentParser(
+        prog="mcptasks", description="Long-running MCP tools with the Tasks extension."
+    )
+    parser.add_argument("--version", action="version", version=f"mcptasks {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="serve a TaskServer or MCPServer")
+    run.add_argument(
+        "target", help="path/to/file.py[:attr] or package.module[:attr] (attr defaults to 'app')"
+    )
+    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=int, default=8000)
+    run.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
+    run.add_argument("--store", help=f"task store URL (memory://, sqlite:///tasks.db); also ${STORE_ENV}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `mcptasks` and `python -m mcptasks`."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            if not 0 < args.port < 65536:
+                raise CliError(f"--port must be between 1 and 65535, got {args.port}")
+            serve(
+                args.target,
+                transport=args.transport,
+                host=args.host,
+                port=args.port,
+                path=args.path,
+                store=args.store,
+            )
+    except CliError as exc:
+        print(f"mcptasks: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

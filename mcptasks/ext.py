@@ -1,0 +1,274 @@
+"""`TasksExtension`: the Tasks extension for the official MCP SDK's `MCPServer`.
+
+    ext = TasksExtension(store="sqlite:///tasks.db")
+
+    @ext.task_tool(poll_interval=2)
+    async def build(target: str):
+        yield f"building {target}"
+        yield Result("ok")
+
+    server = MCPServer("ci", extensions=[ext], lifespan=ext.lifespan())
+    ext.attach(server)        # lists the task tools in tools/list
+
+The extension advertises `io.modelcontextprotocol/tasks` in `server/discover`, serves
+`tasks/get|update|cancel` on 2026-07-28 connections, and intercepts `tools/call` for its task
+tools. Task bodies run on the engine's task group, which `lifespan()` starts and stops.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+from mcp import MCPError
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import func_metadata
+from mcp_types import CallToolRequestParams, CallToolResult, RequestParams, ToolAnnotations
+from pydantic import BaseModel, ConfigDict
+
+from mcptasks.engine import PollLimit, TaskEngine
+from mcptasks.errors import ProtocolError
+from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks.request_state import RequestStateCodec
+from mcptasks.store.base import TaskStore
+from mcptasks.store.url import store_from_url
+from mcptasks.tool import DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_TTL_SECONDS, TaskTool, task_tool
+from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION, TaskSupport
+
+_EXTENSIONS_BY_SERVER: weakref.WeakKeyDictionary[MCPServer[Any], TasksExtension] = weakref.WeakKeyDictionary()
+
+Lifespan = Callable[[MCPServer[Any]], AbstractAsyncContextManager[Any]]
+
+
+class _AnyParams(RequestParams):
+    """Accept any params so the protocol layer can name the offending field itself."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+async def _never_called(**kwargs: Any) -> Any:
+    raise RuntimeError("task tool calls are answered by TasksExtension.intercept_tool_call")
+
+
+_UNUSED_METADATA = func_metadata(_never_called)
+
+
+def current_owner() -> str:
+    """The task owner for this request: the authenticated principal, or the anonymous scope."""
+    token = get_access_token()
+    if token is None:
+        return ANONYMOUS_OWNER
+    client_id, issuer, subject = principal_components(token)
+    return json.dumps([issuer, subject or client_id], separators=(",", ":"))
+
+
+def _raw(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return value
+
+
+def _mcp_error(exc: ProtocolError) -> MCPError:
+    return MCPError(code=exc.code, message=exc.message, data=exc.data)
+
+
+class TasksExtension(Extension):
+    """Serve task tools over the official SDK's `MCPServer` (`io.modelcontextprotocol/tasks`).
+
+    `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, ...) are
+    passed to `TaskEngine`. `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
+    several replicas serve one URL).
+    """
+
+    identifier = EXTENSION_ID
+
+    def __init__(
+        self,
+        store: TaskStore | str = "memory://",
+        *,
+        tools: Sequence[TaskTool] = (),
+        secret: str | bytes | None = None,
+        poll_limit: PollLimit = "off",
+        adaptive_poll_max: float | None = None,
+        engine: TaskEngine | None = None,
+    ) -> None:
+        self.engine = (
+            engine
+            if engine is not None
+            else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max)
+        )
+        self.protocol = TasksProtocol(self.engine, codec=RequestStateCodec(secret))
+        self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
+        for tool in tools:
+            self.add_tool(tool)
+
+    # -- registering tools ---------------------------------------------------------------------
+
+    @property
+    def task_tools(self) -> dict[str, TaskTool]:
+        """The task tools by name."""
+        return self.protocol.tools
+
+    def add_tool(self, tool: TaskTool) -> TaskTool:
+        """Register a decorated task tool (and list it on every attached server)."""
+        self.protocol.add_tool(tool)
+        for server in self._servers:
+            _register(server, tool)
+        return tool
+
+    def task_tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        task_support: TaskSupport = "optional",
+        ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+        poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Decorator: `@ext.task_tool` or `@ext.task_tool(...)`, options as for `mcptasks.task_tool`."""
+
+        def decorate(function: Callable[..., Any]) -> TaskTool:
+            tool = (
+                function
+                if isinstance(function, TaskTool)
+                else task_tool(
+                    name=name,
+                    title=title,
+                    description=description,
+                    task_support=task_support,
+                    ttl=ttl,
+                    poll_interval=poll_interval,
+                    annotations=annotations,
+                    meta=meta,
+                )(function)
+            )
+            return self.add_tool(tool)
+
+        return decorate(fn) if fn is not None else decorate
+
+    def attach(self, server: MCPServer[Any]) -> None:
+        """List this extension's task tools on `server` (now and when added later)."""
+        if server not in self._servers:
+            self._servers.add(server)
+            _EXTENSIONS_BY_SERVER[server] = self
+        for tool in self.protocol.tools.values():
+            _register(server, tool)
+
+    def use_store(self, store: TaskStore | str) -> None:
+        """Replace the store before the server starts (what `mcptasks serve --store` does)."""
+        if self.engine.running:
+            raise RuntimeError("cannot change the store of a running server")
+        self.engine.store = store_from_url(store) if isinstance(store, str) else store
+
+    def lifespan(self, user: Lifespan | None = None) -> Lifespan:
+        """A lifespan for `MCPServer(lifespan=...)` that runs the engine around `user`'s lifespan."""
+        engine = self.engine
+
+        @asynccontextmanager
+        async def lifespan(server: MCPServer[Any]) -> AsyncIterator[Any]:
+            async with engine:
+                if user is None:
+                    yield {}
+                else:
+                    async with user(server) as state:
+                        yield state
+
+        return lifespan
+
+    # -- the SDK's extension hooks -------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """No settings: an empty object advertises support."""
+        return {}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        """`tasks/get`, `tasks/update`, `tasks/cancel`, on 2026-07-28 only."""
+        versions = frozenset({PROTOCOL_VERSION})
+        return [
+            MethodBinding(method, _AnyParams, self._method_handler(method), protocol_versions=versions)
+            for method in ("tasks/get", "tasks/update", "tasks/cancel")
+        ]
+
+    def _method_handler(self, method: str) -> Callable[[ServerRequestContext[Any, Any], Any], Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> dict[str, Any]:
+            raw = params.model_dump(by_alias=True, exclude_unset=True)
+            headers = dict(ctx.request.headers) if ctx.request is not None else None
+            try:
+                return await self.protocol.handle(
+                    method, raw, owner=current_owner(), headers=headers, meta=ctx.meta or raw.get("_meta")
+                )
+            except ProtocolError as exc:
+                raise _mcp_error(exc) from None
+
+        return handle
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        """Answer `tools/call` for task tools; pass every other call through."""
+        if params.name not in self.protocol.tools:
+            return await call_next(ctx)
+        modern = ctx.protocol_version == PROTOCOL_VERSION
+        responses = params.input_responses
+        try:
+            result = await self.protocol.call_tool(
+                params.name,
+                params.arguments,
+                meta=ctx.meta if modern else None,
+                owner=current_owner(),
+                tasks_allowed=modern,
+                input_responses={k: _raw(v) for k, v in responses.items()} if responses is not None else None,
+                request_state=params.request_state,
+            )
+        except ProtocolError as exc:
+            raise _mcp_error(exc) from None
+        if result.get("resultType") == "complete":
+            return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
+        return result
+
+
+def _register(server: MCPServer[Any], tool: TaskTool) -> None:
+    """Put `tool` into the server's tool listing with its exact schema and `_meta`."""
+    definition = tool.definition()
+    annotations = ToolAnnotations.model_validate(tool.annotations) if tool.annotations else None
+    sdk_tool = Tool(
+        fn=_never_called,
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        parameters=tool.input_schema,
+        fn_metadata=_UNUSED_METADATA,
+        context_kwarg=None,
+        is_async=True,
+        annotations=annotations,
+        meta=definition["_meta"],
+    )
+    manager = getattr(server, "_tool_manager", None)
+    tools = getattr(manager, "_tools", None)
+    if not isinstance(tools, dict):
+        raise RuntimeError(
+            "this version of the mcp SDK is not supported by mcptasks (tool manager not found)"
+        )
+    tools[tool.name] = sdk_tool
+
+
+def extension_of(server: MCPServer[Any]) -> TasksExtension | None:
+    """The `TasksExtension` attached to `server`, if any."""
+    return _EXTENSIONS_BY_SERVER.get(server)

@@ -1,0 +1,296 @@
+"""The Tasks extension as plain functions: `tools/call` interception and `tasks/get|update|cancel`.
+
+A host hands in the request's params, `_meta`, headers and owner; it gets back JSON-able dicts
+(every result carries `resultType`) or a `ProtocolError` to send as a JSON-RPC error. Nothing here
+imports a host SDK, so any host can serve it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from mcptasks.context import TaskContext
+from mcptasks.engine import TaskEngine
+from mcptasks.errors import ProtocolError
+from mcptasks.mrtr import METHOD_CAPABILITY, InputNeeded, SyncRounds, advance_to_task
+from mcptasks.request_state import RequestStateCodec
+from mcptasks.results import error_result
+from mcptasks.store.base import TaskRecord
+from mcptasks.tool import InvalidArguments, TaskTool
+from mcptasks.wire import (
+    EXTENSION_ID,
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REMOVED_TASK_METHODS,
+    TASK_METHODS,
+    CancelTaskParams,
+    GetTaskParams,
+    UpdateTaskParams,
+    client_capabilities,
+    client_opted_in,
+    iso_timestamp,
+    missing_capability_data,
+)
+from mcptasks.yields import InputRequest
+
+ANONYMOUS_OWNER = "anonymous"
+"""The owner of tasks created without an authenticated principal (bearer-id semantics)."""
+
+
+def missing_extension_error(what: str) -> ProtocolError:
+    """The -32021 error for a request that needs the tasks extension but did not declare it."""
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} requires the client capability extensions[{EXTENSION_ID!r}] in this request's _meta",
+        missing_capability_data(),
+    )
+
+
+def task_fields(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The `Task` fields of a record."""
+    fields: dict[str, Any] = {
+        "taskId": record.task_id,
+        "status": record.status,
+        "createdAt": iso_timestamp(record.created_at),
+        "lastUpdatedAt": iso_timestamp(record.updated_at),
+        "ttlMs": record.ttl_ms,
+    }
+    if record.status_message is not None:
+        fields["statusMessage"] = record.status_message
+    if poll_interval_ms is not None:
+        fields["pollIntervalMs"] = poll_interval_ms
+    return fields
+
+
+def create_task_result(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The flat `CreateTaskResult` (`resultType: "task"`)."""
+    return {"resultType": "task", **task_fields(record, poll_interval_ms)}
+
+
+def detailed_task(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The `tasks/get` result: the task plus `result`, `error` or outstanding `inputRequests`."""
+    result: dict[str, Any] = {"resultType": "complete", **task_fields(record, poll_interval_ms)}
+    if record.status == "completed" and record.result is not None:
+        result["result"] = {"resultType": "complete", **record.result}
+    elif record.status == "failed" and record.error is not None:
+        result["error"] = record.error
+    elif record.status == "input_required":
+        result["inputRequests"] = dict(record.input_requests)
+    return result
+
+
+def _lower_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    return {str(k).lower(): str(v) for k, v in headers.items()}
+
+
+def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] | None) -> None:
+    """On HTTP, `Mcp-Method` must equal the method and `Mcp-Name` the task id (-32020 otherwise).
+
+    `headers` is None on transports without headers (stdio, in-process), where nothing is checked.
+    """
+    lowered = _lower_headers(headers)
+    if lowered is None:
+        return
+    sent_method = lowered.get("mcp-method")
+    if sent_method is not None and sent_method.strip() != method:
+        raise ProtocolError(
+            HEADER_MISMATCH, f"Mcp-Method header {sent_method.strip()!r} does not match {method!r}"
+        )
+    sent_name = lowered.get("mcp-name")
+    if sent_name is None:
+        raise ProtocolError(
+            HEADER_MISMATCH, f"{method} over HTTP needs an Mcp-Name header equal to params.taskId"
+        )
+    if sent_name.strip() != task_id:
+        raise ProtocolError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
+
+
+def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> Any:
+    try:
+        return model.model_validate(dict(params))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid params for {method}: {where}: {first['msg']}", {"field": where}
+        ) from None
+
+
+def before_task_only(request: InputRequest) -> bool:
+    """Input answered synchronously before a task exists: only requests marked `before_task`."""
+    return request.before_task
+
+
+def _declared_or_before_task(capabilities: Mapping[str, Any]) -> Callable[[InputRequest], bool]:
+    def allowed(request: InputRequest) -> bool:
+        capability = METHOD_CAPABILITY.get(request.method)
+        return request.before_task or (capability is not None and capability in capabilities)
+
+    return allowed
+
+
+class TasksProtocol:
+    """Serves the extension for a set of task tools on top of a `TaskEngine`."""
+
+    def __init__(
+        self,
+        engine: TaskEngine,
+        tools: Iterable[TaskTool] = (),
+        *,
+        codec: RequestStateCodec | None = None,
+    ) -> None:
+        self.engine = engine
+        self.codec = codec if codec is not None else RequestStateCodec()
+        self.tools: dict[str, TaskTool] = {}
+        for tool in tools:
+            self.add_tool(tool)
+
+    def add_tool(self, tool: TaskTool) -> None:
+        """Register a task tool; names must be unique."""
+        if not isinstance(tool, TaskTool):
+            raise TypeError(f"expected a TaskTool (decorate the function with @task_tool), got {tool!r}")
+        if tool.name in self.tools and self.tools[tool.name] is not tool:
+            raise ValueError(f"a task tool named {tool.name!r} is already registered")
+        self.tools[tool.name] = tool
+
+    def get_tool(self, name: str) -> TaskTool | None:
+        """The task tool called `name`, if any."""
+        return self.tools.get(name)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        meta: Mapping[str, Any] | None,
+        owner: str = ANONYMOUS_OWNER,
+        tasks_allowed: bool = True,
+        input_responses: object = None,
+        request_state: object = None,
+    ) -> dict[str, Any]:
+        """Answer `tools/call` for a task tool.
+
+        - This request opted in: a task (`CreateTaskResult`). A generator's leading requests marked
+          `before_task=True` are resolved first with `input_required` rounds on this call.
+        - Not opted in, optional tool: the body runs inline; its input requests become
+          `input_required` rounds when the client declared the matching capability.
+        - Not opted in, required tool: -32021 naming the extension.
+
+        Invalid arguments give an `isError` result and create nothing. `tasks_allowed=False` (a
+        legacy connection) means neither tasks nor `input_required` rounds, whatever `_meta` says.
+        """
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+        request_meta = dict(meta) if meta is not None else None
+        opted_in = tasks_allowed and client_opted_in(request_meta)
+        if not opted_in and tool.task_support == "required":
+            raise missing_extension_error(f"Tool {name!r}")
+        try:
+            validated = tool.validate_arguments(arguments)
+        except InvalidArguments as exc:
+            return {"resultType": "complete", **error_result(str(exc))}
+        capabilities = client_capabilities(request_meta)
+        if opted_in:
+            prepared = None
+            if tool.is_generator:
+                rounds = self._rounds(
+                    tool, arguments, input_responses, request_state, capabilities, before_task_only
+                )
+                context = TaskContext(rounds.channel, owner=owner, tool=tool.name)
+                try:
+                    prepared = await advance_to_task(rounds, tool.open_body(validated, context), context)
+                except InputNeeded as needed:
+                    return rounds.input_required(needed)
+            record = await self.engine.start(
+                tool, arguments, owner=owner, validated=validated, prepared=prepared
+            )
+            return create_task_result(record, self.engine.poll_interval_ms(record))
+        if not tasks_allowed:
+            outcome = await self.engine.run_inline(tool, validated, owner=owner)
+        else:
+            rounds = self._rounds(
+                tool,
+                arguments,
+                input_responses,
+                request_state,
+                capabilities,
+                _declared_or_before_task(capabilities),
+            )
+            try:
+                outcome = await self.engine.run_inline(tool, validated, owner=owner, channel=rounds.channel)
+            except InputNeeded as needed:
+                return rounds.input_required(needed)
+        if outcome.error is not None:
+            error = outcome.error
+            raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data"))
+        assert outcome.result is not None
+        return {"resultType": "complete", **outcome.result}
+
+    def _rounds(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        input_responses: object,
+        request_state: object,
+        capabilities: Mapping[str, Any],
+        allowed: Callable[[InputRequest], bool],
+    ) -> SyncRounds:
+        return SyncRounds(
+            self.codec,
+            tool,
+            arguments,
+            input_responses=input_responses,
+            request_state=request_state,
+            capabilities=capabilities,
+            allowed=allowed,
+        )
+
+    async def handle(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        owner: str = ANONYMOUS_OWNER,
+        headers: Mapping[str, str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        tasks_allowed: bool = True,
+    ) -> dict[str, Any]:
+        """Answer `tasks/get`, `tasks/update` or `tasks/cancel` (and refuse the removed methods).
+
+        `meta` defaults to `params["_meta"]`; `headers` (HTTP only) enables the routing-header
+        check. Errors: -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad
+        params or unknown/foreign task, -32020 header mismatch.
+        """
+        if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params for {method}: params must be an object")
+        if meta is None:
+            raw_meta = params.get("_meta")
+            meta = raw_meta if isinstance(raw_meta, Mapping) else None
+        if not client_opted_in(dict(meta) if meta is not None else None):
+            raise missing_extension_error(method)
+        if method == "tasks/get":
+            get = _parse(GetTaskParams, method, params)
+            check_routing_headers(method, get.task_id, headers)
+            record = await self.engine.get(get.task_id, owner=owner, throttle=True)
+            return detailed_task(record, self.engine.poll_interval_ms(record))
+        if method == "tasks/update":
+            update = _parse(UpdateTaskParams, method, params)
+            check_routing_headers(method, update.task_id, headers)
+            await self.engine.update(update.task_id, update.input_responses, owner=owner)
+            return {"resultType": "complete"}
+        cancel = _parse(CancelTaskParams, method, params)
+        check_routing_headers(method, cancel.task_id, headers)
+        await self.engine.cancel(cancel.task_id, owner=owner)
+        return {"resultType": "complete"}

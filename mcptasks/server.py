@@ -1,0 +1,133 @@
+"""`TaskServer`: the one-line way to serve task tools (an `MCPServer` with `TasksExtension` installed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from starlette.applications import Starlette
+
+from mcptasks.engine import PollLimit
+from mcptasks.ext import Lifespan, TasksExtension
+from mcptasks.store.base import TaskStore
+from mcptasks.tool import DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_TTL_SECONDS, TaskTool
+from mcptasks.wire import TaskSupport
+
+Transport = Literal["stdio", "http"]
+
+
+class TaskServer:
+    """An MCP server whose `@app.task_tool` functions run as tasks.
+
+        app = TaskServer("ci-runner", store="sqlite:///tasks.db")
+
+        @app.task_tool(poll_interval=2)
+        async def build(target: str):
+            yield f"building {target}"
+            yield Result("done")
+
+        app.run()                      # stdio; app.run("http", port=8000) for Streamable HTTP
+
+    `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
+    with `@app.tool`. Extra keyword arguments go to `MCPServer` (auth, instructions, ...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        store: TaskStore | str = "memory://",
+        lifespan: Lifespan | None = None,
+        secret: str | bytes | None = None,
+        poll_limit: PollLimit = "off",
+        adaptive_poll_max: float | None = None,
+        **mcp_options: Any,
+    ) -> None:
+        self.extension = TasksExtension(
+            store, secret=secret, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max
+        )
+        extensions = [self.extension, *mcp_options.pop("extensions", ())]
+        self.mcp: MCPServer[Any] = MCPServer(
+            name, extensions=extensions, lifespan=self.extension.lifespan(lifespan), **mcp_options
+        )
+        self.extension.attach(self.mcp)
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        return str(self.mcp.name)
+
+    def task_tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        task_support: TaskSupport = "optional",
+        ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+        poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Register a task tool: `@app.task_tool` or `@app.task_tool(...)` (see `mcptasks.task_tool`)."""
+        return self.extension.task_tool(
+            fn,
+            name=name,
+            title=title,
+            description=description,
+            task_support=task_support,
+            ttl=ttl,
+            poll_interval=poll_interval,
+            annotations=annotations,
+            meta=meta,
+        )
+
+    def add_task_tool(self, tool: TaskTool) -> TaskTool:
+        """Register a function already decorated with `mcptasks.task_tool`."""
+        return self.extension.add_tool(tool)
+
+    def tool(self, *args: Any, **kwargs: Any) -> Any:
+        """Register an ordinary (non-task) tool; same arguments as `MCPServer.tool`."""
+        return self.mcp.tool(*args, **kwargs)
+
+    def use_store(self, store: TaskStore | str) -> None:
+        """Replace the task store before the server starts."""
+        self.extension.use_store(store)
+
+    def streamable_http_app(
+        self, *, path: str = "/mcp", host: str = "127.0.0.1", **options: Any
+    ) -> Starlette:
+        """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn)."""
+        return self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+
+    def run(
+        self,
+        transport: Transport = "stdio",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        path: str = "/mcp",
+        log_level: str = "warning",
+    ) -> None:
+        """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`."""
+        if transport == "stdio":
+            anyio.run(self.mcp.run_stdio_async)
+        elif transport == "http":
+            anyio.run(self.serve_http, host, port, path, log_level)
+        else:
+            raise ValueError(f"unknown transport {transport!r}: use 'stdio' or 'http'")
+
+    async def serve_http(
+        self, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp", log_level: str = "warning"
+    ) -> None:
+        """Serve Streamable HTTP with uvicorn in the current event loop until cancelled."""
+        import uvicorn
+
+        app = self.streamable_http_app(path=path, host=host)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+        await uvicorn.Server(config).serve()

@@ -1,0 +1,131 @@
+"""The store contract every backend implements, and the record it stores.
+
+A store keeps `TaskRecord`s. It does not know what a task body is: the engine owns the state
+machine and writes every change through `replace`, a compare-and-set on the record's `version`.
+Stores enforce the two rules nothing may bypass: a terminal record never changes, and an expired
+record is invisible. Wake-ups travel through `publish`/`subscribe`, so an update or cancel received
+by one process can reach the body running in another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from mcptasks.wire import TERMINAL_STATUSES, TaskStatus
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task as stored. Treat it as a value: build changed copies with `evolve`."""
+
+    task_id: str
+    owner: str
+    tool: str
+    status: TaskStatus = "working"
+    status_message: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = 0.0
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Outstanding input requests, key -> `{method, params}`."""
+    input_responses: dict[str, Any] = field(default_factory=dict)
+    """Answers received for keys the body has not consumed yet."""
+    input_key_counter: int = 0
+    """How many input keys this task has issued; keys are never reused."""
+    runner: str | None = None
+    """Identity of the engine instance that runs the body."""
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.updated_at:
+            self.updated_at = self.created_at
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task reached `completed`, `failed` or `cancelled`."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def expires_at(self) -> float | None:
+        """Epoch seconds after which the record may be deleted (`None`: never)."""
+        if self.ttl_ms is None:
+            return None
+        return self.created_at + self.ttl_ms / 1000.0
+
+    def expired(self, now: float) -> bool:
+        """Whether the record's TTL has elapsed at `now`."""
+        expires_at = self.expires_at
+        return expires_at is not None and now >= expires_at
+
+    def evolve(self, **changes: Any) -> TaskRecord:
+        """A copy with `changes` applied and `updated_at` moved to now (never backwards)."""
+        changes.setdefault("updated_at", max(time.time(), self.updated_at))
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field (what serialising stores write)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
+        """Rebuild a record from `to_dict` output, ignoring unknown keys."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class TaskExists(Exception):
+    """`create` was given a task id that is already stored."""
+
+
+@runtime_checkable
+class TaskStore(Protocol):
+    """What the engine needs from a backend. All methods are coroutines except `subscribe`.
+
+    Contract (checked by `mcptasks.testing.store_contract`):
+
+    - `create` is durable: once it returns, `get` from any process sees the record.
+    - `get` hides expired records, and with `owner` given, records of other owners.
+    - `replace` is compare-and-set: it writes `record` only if the stored version equals
+      `expected_version` and the stored record is not terminal; on success the stored (and the
+      given) record's `version` becomes `expected_version + 1`.
+    - `publish(task_id)` reaches every live `subscribe()` iterator, in this process or another.
+    """
+
+    durable: bool
+    """True when records survive a process restart (orphans are then recovered at start-up)."""
+
+    async def open(self) -> None:
+        """Acquire connections, create or migrate the schema."""
+
+    async def close(self) -> None:
+        """Release everything `open` acquired."""
+
+    async def create(self, record: TaskRecord) -> None:
+        """Store a new record durably; raise `TaskExists` if its id is taken."""
+
+    async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+        """The record, or None when unknown, expired, or owned by someone other than `owner`."""
+
+    async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set; False when the version moved on or the stored record is terminal."""
+
+    async def list_active(self) -> list[TaskRecord]:
+        """Every unexpired record that is `working` or `input_required`."""
+
+    async def delete_expired(self, now: float) -> int:
+        """Delete records whose TTL elapsed at `now`; return how many."""
+
+    async def publish(self, task_id: str) -> None:
+        """Announce that `task_id` changed in a way its runner must see (input, cancel)."""
+
+    def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """An iterator of task ids passed to `publish`, live while the context is open."""

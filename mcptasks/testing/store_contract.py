@@ -1,0 +1,489 @@
+"""The contract suite every `TaskStore` backend must pass (requires pytest and anyio's plugin).
+
+Subclass `StoreContract` in a module pytest collects (the class name must start with `Test`) and
+provide a `store` fixture that yields an open, *empty* store and closes it afterwards::
+
+    import pytest
+    from mcptasks.testing import StoreContract
+
+    class TestMyStore(StoreContract):
+        durable = True  # the store survives restarts: run the persistence tests too
+
+        @pytest.fixture
+        async def store(self, tmp_path):
+            s = MyStore(tmp_path / "tasks")
+            await s.open()
+            yield s
+            await s.close()
+
+        async def reopen(self, store):
+            s = MyStore(store.path)  # a second instance over the same data
+            await s.open()
+            return s
+
+Records used here hold JSON-able data only (dicts, lists, str, int, float, bool, None), and every
+field, floats included, must come back exactly as written. `close` must be idempotent (the
+persistence tests close the fixture's store before the fixture does). Nothing here synchronises
+by sleeping; waits are bounded by the generous `timeout`. To run on trio as well, override the
+`anyio_backend` fixture (e.g. `params=["asyncio", "trio"]`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+
+from mcptasks.store.base import TaskExists, TaskRecord, TaskStore
+
+__all__ = ["StoreContract"]
+
+UNICODE = "héllo — 世界 🎉 \u00a0\\\"'\n\t"
+
+
+def _new_id() -> str:
+    return f"contract-{uuid.uuid4().hex}"
+
+
+def _record(**changes: Any) -> TaskRecord:
+    fields: dict[str, Any] = {"task_id": _new_id(), "owner": "alice", "tool": "slow_tool"}
+    fields.update(changes)
+    return TaskRecord(**fields)
+
+
+def _rich_record() -> TaskRecord:
+    """A record with every field set to something a naive serialiser might get wrong."""
+    created = time.time() - 12.345678
+    return TaskRecord(
+        task_id=_new_id(),
+        owner="owner-" + UNICODE,
+        tool="tool/with.dots-and_ünïcode",
+        status="input_required",
+        status_message=UNICODE,
+        created_at=created,
+        updated_at=created + 1.000001,
+        ttl_ms=3_600_000,
+        poll_interval_ms=250,
+        arguments={
+            "text": UNICODE,
+            "n": 42,
+            "big": 2**53 + 1,
+            "neg": -7,
+            "x": 0.1,
+            "tiny": 1e-300,
+            "flag": True,
+            "off": False,
+            "nothing": None,
+            "empty": {},
+            "list": [1, "two", 3.5, None, [], {"deep": {"deeper": [{"deepest": UNICODE}]}}],
+        },
+        result=None,
+        error=None,
+        input_requests={
+            "k1": {
+                "method": "elicitation/create",
+                "params": {"message": UNICODE, "requestedSchema": {"type": "object", "properties": {}}},
+            },
+            "k2": {"method": "sampling/createMessage", "params": {"maxTokens": 10, "messages": []}},
+        },
+        input_responses={"k0": {"action": "accept", "content": {"answer": None, "ok": True}}},
+        input_key_counter=2,
+        runner="engine-" + UNICODE,
+        version=7,
+    )
+
+
+class StoreContract:
+    """Base class of the store contract tests; subclass it and override `store` (and `reopen`)."""
+
+    durable: ClassVar[bool] = False
+    """Set True when the store keeps records across restarts; enables the persistence tests."""
+
+    timeout: ClassVar[float] = 10.0
+    """Upper bound, in seconds, for waits on notifications (never a synchronisation delay)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        """The async backend the tests run on."""
+        return "asyncio"
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[TaskStore]:
+        """Override: yield an open, empty store, close it afterwards."""
+        raise NotImplementedError("subclasses of StoreContract must define a `store` fixture")
+        yield  # pragma: no cover
+
+    async def reopen(self, store: TaskStore) -> TaskStore:
+        """Override (durable stores): a new, open store instance over the same data as `store`.
+
+        Called both while `store` is open (a second process) and after it was closed (a restart).
+        The tests close the returned store.
+        """
+        raise NotImplementedError("durable stores must override StoreContract.reopen")
+
+    def _require_durable(self) -> None:
+        if not self.durable:
+            pytest.skip("the store is not durable")
+
+    # -- basics --------------------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_is_a_task_store(self, store: TaskStore) -> None:
+        assert isinstance(store, TaskStore)
+        assert store.durable is self.durable, "the contract class's `durable` must match the store's"
+
+    @pytest.mark.anyio
+    async def test_create_then_get_returns_equal_record(self, store: TaskStore) -> None:
+        record = _record(arguments={"a": 1})
+        await store.create(record)
+        assert await store.get(record.task_id) == record
+
+    @pytest.mark.anyio
+    async def test_create_and_get_copy_the_record(self, store: TaskStore) -> None:
+        record = _record(status_message="original")
+        await store.create(record)
+        record.status_message = "changed after create"
+        fetched = await store.get(record.task_id)
+        assert fetched is not None and fetched is not record
+        assert fetched.status_message == "original"
+        fetched.status_message = "changed after get"
+        again = await store.get(record.task_id)
+        assert again is not None and again.status_message == "original"
+
+    @pytest.mark.anyio
+    async def test_duplicate_id_raises_task_exists(self, store: TaskStore) -> None:
+        record = _record(status_message="first")
+        await store.create(record)
+        with pytest.raises(TaskExists):
+            await store.create(_record(task_id=record.task_id, owner="bob", status_message="second"))
+        stored = await store.get(record.task_id)
+        assert stored is not None and stored.status_message == "first" and stored.owner == "alice"
+
+    @pytest.mark.anyio
+    async def test_get_unknown_returns_none(self, store: TaskStore) -> None:
+        assert await store.get(_new_id()) is None
+        assert await store.get(_new_id(), owner="alice") is None
+
+    @pytest.mark.anyio
+    async def test_get_is_scoped_to_owner(self, store: TaskStore) -> None:
+        record = _record(owner="alice")
+        await store.create(record)
+        assert await store.get(record.task_id, owner="alice") == record
+        assert await store.get(record.task_id, owner="mallory") is None
+        assert await store.get(record.task_id, owner="") is None
+        assert await store.get(record.task_id) == record
+
+    @pytest.mark.anyio
+    async def test_concurrent_creates_all_land(self, store: TaskStore) -> None:
+        records = [_record(arguments={"i": i}) for i in range(100)]
+        async with anyio.create_task_group() as tg:
+            for record in records:
+                tg.start_soon(store.create, record)
+        for record in records:
+            assert await store.get(record.task_id) == record
+
+    @pytest.mark.anyio
+    async def test_close_is_idempotent(self, store: TaskStore) -> None:
+        await store.close()
+        await store.close()
+
+    # -- compare-and-set -----------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_replace_with_current_version_succeeds_and_bumps_version(self, store: TaskStore) -> None:
+        record = _record()
+        await store.create(record)
+        first = record.evolve(status="input_required", status_message="need input")
+        assert await store.replace(first, expected_version=record.version)
+        assert first.version == record.version + 1
+        assert await store.get(record.task_id) == first
+        second = first.evolve(status="working", status_message=None)
+        assert await store.replace(second, expected_version=first.version)
+        assert second.version == record.version + 2
+        assert await store.get(record.task_id) == second
+
+    @pytest.mark.anyio
+    async def test_replace_with_stale_version_fails(self, store: TaskStore) -> None:
+        record = _record()
+        await store.create(record)
+        winner = record.evolve(status_message="winner")
+        assert await store.replace(winner, expected_version=0)
+        loser = record.evolve(status_message="loser")
+        assert not await store.replace(loser, expected_version=0)
+        assert loser.version == 0
+        assert not await store.replace(loser, expected_version=5)
+        assert await store.get(record.task_id) == winner
+
+    @pytest.mark.anyio
+    async def test_replace_unknown_task_fails(self, store: TaskStore) -> None:
+        record = _record()
+        assert not await store.replace(record, expected_version=0)
+        assert record.version == 0
+        assert await store.get(record.task_id) is None
+
+    @pytest.mark.anyio
+    async def test_concurrent_replacers_exactly_one_wins(self, store: TaskStore) -> None:
+        record = _record()
+        await store.create(record)
+        candidates = [record.evolve(status_message=f"racer {i}") for i in range(20)]
+        won: list[TaskRecord] = []
+
+        async def race(candidate: TaskRecord) -> None:
+            if await store.replace(candidate, expected_version=record.version):
+                won.append(candidate)
+
+        async with anyio.create_task_group() as tg:
+            for candidate in candidates:
+                tg.start_soon(race, candidate)
+        assert len(won) == 1
+        assert won[0].version == record.version + 1
+        assert await store.get(record.task_id) == won[0]
+        assert all(c.version == record.version for c in candidates if c is not won[0])
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("final", ["completed", "failed", "cancelled"])
+    async def test_terminal_record_is_final(self, store: TaskStore, final: str) -> None:
+        record = _record()
+        await store.create(record)
+        ended = record.evolve(status=final, result={"content": [], "isError": False})
+        assert await store.replace(ended, expected_version=0)
+        for change in (
+            {"status": "working"},
+            {"status": final, "result": {"content": [{"type": "text", "text": "rewritten"}]}},
+            {"status": "cancelled", "status_message": "too late"},
+        ):
+            attempt = ended.evolve(**change)
+            assert not await store.replace(attempt, expected_version=ended.version)
+            assert attempt.version == ended.version
+        assert await store.get(record.task_id) == ended
+
+    # -- round trips ---------------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_every_field_round_trips_through_create(self, store: TaskStore) -> None:
+        record = _rich_record()
+        await store.create(record)
+        fetched = await store.get(record.task_id)
+        assert fetched is not None
+        assert fetched.to_dict() == record.to_dict()
+        assert fetched == record
+
+    @pytest.mark.anyio
+    async def test_every_field_round_trips_through_replace(self, store: TaskStore) -> None:
+        record = _record()
+        await store.create(record)
+        rich = _rich_record()
+        changed = record.evolve(
+            **{k: v for k, v in rich.to_dict().items() if k not in ("task_id", "version")}
+        )
+        assert await store.replace(changed, expected_version=0)
+        assert await store.get(record.task_id) == changed
+        done = changed.evolve(
+            status="failed",
+            status_message=None,
+            ttl_ms=None,
+            poll_interval_ms=None,
+            result={"content": [{"type": "text", "text": UNICODE}], "structuredContent": {"v": [1.5]}},
+            error={"code": -32603, "message": UNICODE, "data": {"nested": {"none": None}}},
+            input_requests={},
+            input_responses={},
+            runner=None,
+        )
+        assert await store.replace(done, expected_version=changed.version)
+        assert await store.get(record.task_id) == done
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_expired_record_is_invisible(self, store: TaskStore) -> None:
+        expired = _record(created_at=time.time() - 60, ttl_ms=1)
+        await store.create(expired)
+        assert await store.get(expired.task_id) is None
+        assert await store.get(expired.task_id, owner=expired.owner) is None
+        assert expired.task_id not in {r.task_id for r in await store.list_active()}
+
+    @pytest.mark.anyio
+    async def test_unexpired_record_with_ttl_is_visible(self, store: TaskStore) -> None:
+        record = _record(ttl_ms=3_600_000)
+        await store.create(record)
+        assert await store.get(record.task_id) == record
+        assert record.task_id in {r.task_id for r in await store.list_active()}
+
+    @pytest.mark.anyio
+    async def test_delete_expired_removes_and_counts(self, store: TaskStore) -> None:
+        now = time.time()
+        expired = [
+            _record(created_at=now - 60, ttl_ms=1),
+            _record(created_at=now - 60, ttl_ms=1, status="completed"),
+        ]
+        fresh = _record(created_at=now, ttl_ms=3_600_000)
+        forever = _record(created_at=now - 10 * 365 * 86400, ttl_ms=None)
+        for record in (*expired, fresh, forever):
+            await store.create(record)
+        assert await store.delete_expired(now) == 2
+        assert await store.delete_expired(now) == 0
+        for record in expired:
+            assert await store.get(record.task_id) is None
+        assert await store.get(fresh.task_id) == fresh
+        assert await store.get(forever.task_id) == forever
+
+    @pytest.mark.anyio
+    async def test_delete_expired_uses_the_given_time(self, store: TaskStore) -> None:
+        now = time.time()
+        record = _record(created_at=now, ttl_ms=60_000)
+        await store.create(record)
+        assert await store.delete_expired(now + 30) == 0
+        assert await store.get(record.task_id) == record
+        assert await store.delete_expired(now + 61) == 1
+        assert await store.get(record.task_id) is None
+
+    @pytest.mark.anyio
+    async def test_records_without_ttl_never_expire(self, store: TaskStore) -> None:
+        record = _record(created_at=time.time() - 50 * 365 * 86400, ttl_ms=None)
+        await store.create(record)
+        assert await store.delete_expired(time.time() + 100 * 365 * 86400) == 0
+        assert await store.get(record.task_id) == record
+        assert record.task_id in {r.task_id for r in await store.list_active()}
+
+    # -- list_active ---------------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_list_active_returns_only_working_and_input_required(self, store: TaskStore) -> None:
+        working = _record(status="working")
+        waiting = _record(status="input_required")
+        await store.create(working)
+        await store.create(waiting)
+        ended = []
+        for final in ("completed", "failed", "cancelled"):
+            record = _record()
+            await store.create(record)
+            assert await store.replace(record.evolve(status=final), expected_version=0)
+            ended.append(record.task_id)
+        created_terminal = _record(status="completed")
+        await store.create(created_terminal)
+        active = {r.task_id: r for r in await store.list_active()}
+        assert active.get(working.task_id) == working
+        assert active.get(waiting.task_id) == waiting
+        assert not set(active) & {*ended, created_terminal.task_id}
+        assert all(r.status in ("working", "input_required") for r in active.values())
+
+    # -- notifications -------------------------------------------------------------------------
+
+    async def _receive(self, events: AsyncIterator[str], expected: set[str]) -> None:
+        """Read `events` until every id in `expected` arrived (other ids are ignored)."""
+        missing = set(expected)
+        with anyio.fail_after(self.timeout):
+            while missing:
+                missing.discard(await events.__anext__())
+
+    @pytest.mark.anyio
+    async def test_subscriber_receives_published_ids(self, store: TaskStore) -> None:
+        ids = [_new_id() for _ in range(3)]
+        async with store.subscribe() as events:
+            for task_id in ids:
+                await store.publish(task_id)
+            await self._receive(events, set(ids))
+
+    @pytest.mark.anyio
+    async def test_two_subscribers_both_receive(self, store: TaskStore) -> None:
+        task_id = _new_id()
+        async with store.subscribe() as first, store.subscribe() as second:
+            await store.publish(task_id)
+            await self._receive(first, {task_id})
+            await self._receive(second, {task_id})
+
+    @pytest.mark.anyio
+    async def test_publish_does_not_wait_for_a_slow_subscriber(self, store: TaskStore) -> None:
+        ids = [_new_id() for _ in range(50)]
+        async with store.subscribe() as events:
+            with anyio.fail_after(self.timeout):
+                for task_id in ids:
+                    await store.publish(task_id)
+            await self._receive(events, set(ids))
+
+    @pytest.mark.anyio
+    async def test_publish_without_or_after_subscribers_is_harmless(self, store: TaskStore) -> None:
+        await store.publish(_new_id())
+        async with store.subscribe() as events:
+            task_id = _new_id()
+            await store.publish(task_id)
+            await self._receive(events, {task_id})
+        await store.publish(_new_id())
+        async with store.subscribe() as events:
+            task_id = _new_id()
+            await store.publish(task_id)
+            await self._receive(events, {task_id})
+
+    # -- durability (only when `durable = True`) -----------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_create_is_visible_to_another_instance(self, store: TaskStore) -> None:
+        self._require_durable()
+        other = await self.reopen(store)
+        try:
+            record = _record(arguments={"where": "first instance"})
+            await store.create(record)
+            assert await other.get(record.task_id) == record
+            with pytest.raises(TaskExists):
+                await other.create(_record(task_id=record.task_id))
+            changed = record.evolve(status="input_required")
+            assert await other.replace(changed, expected_version=record.version)
+            assert await store.get(record.task_id) == changed
+            assert not await store.replace(record.evolve(), expected_version=record.version)
+        finally:
+            await other.close()
+
+    @pytest.mark.anyio
+    async def test_concurrent_replacers_across_instances_exactly_one_wins(self, store: TaskStore) -> None:
+        self._require_durable()
+        other = await self.reopen(store)
+        try:
+            record = _record()
+            await store.create(record)
+            won: list[TaskRecord] = []
+
+            async def race(target: TaskStore, candidate: TaskRecord) -> None:
+                if await target.replace(candidate, expected_version=record.version):
+                    won.append(candidate)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(20):
+                    tg.start_soon(race, (store, other)[i % 2], record.evolve(status_message=f"racer {i}"))
+            assert len(won) == 1
+            assert await store.get(record.task_id) == won[0]
+            assert await other.get(record.task_id) == won[0]
+        finally:
+            await other.close()
+
+    @pytest.mark.anyio
+    async def test_records_survive_a_restart(self, store: TaskStore) -> None:
+        self._require_durable()
+        finished = _rich_record()
+        active = _record(status="working", runner="engine-a", input_key_counter=3)
+        expiring = _record(created_at=time.time() - 60, ttl_ms=1)
+        for record in (finished, active, expiring):
+            await store.create(record)
+        completed = finished.evolve(
+            status="completed", result={"content": [{"type": "text", "text": UNICODE}], "isError": False}
+        )
+        assert await store.replace(completed, expected_version=finished.version)
+        waiting = active.evolve(status="input_required", input_requests={"k3": {"method": "m", "params": {}}})
+        assert await store.replace(waiting, expected_version=0)
+        await store.close()
+
+        reopened = await self.reopen(store)
+        try:
+            assert await reopened.get(finished.task_id) == completed
+            assert await reopened.get(active.task_id) == waiting
+            assert waiting.version == 1 and completed.version == 8
+            assert await reopened.get(expiring.task_id) is None
+            assert {r.task_id: r for r in await reopened.list_active()}.get(active.task_id) == waiting
+            assert not await reopened.replace(completed.evolve(status="failed"), expected_version=8)
+            assert await reopened.replace(waiting.evolve(status="working"), expected_version=1)
+            assert await reopened.delete_expired(time.time()) == 1
+        finally:
+            await reopened.close()

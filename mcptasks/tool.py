@@ -1,0 +1,245 @@
+"""`@task_tool`: turn an `async def` generator (or coroutine) into a `TaskTool`.
+
+The tool's name, description, input schema and argument validation come from the function's
+signature and type hints, through pydantic, the way ordinary MCP tools get them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from mcptasks.context import TaskContext
+from mcptasks.errors import ToolError
+from mcptasks.wire import EXTENSION_ID, TaskSupport
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TaskBody = Callable[..., AsyncGenerator[Any, Any]] | Callable[..., Awaitable[Any]]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+DEFAULT_TTL_SECONDS = 3600.0
+DEFAULT_POLL_INTERVAL_SECONDS = 1.0
+
+
+class InvalidArguments(ToolError):
+    """The tool was called with arguments its input schema rejects; no task is created."""
+
+
+def _to_ms(value: float | timedelta | None, option: str, *, allow_none: bool) -> int | None:
+    if value is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{option} must be set")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValueError(f"{option} must be a positive number of seconds or a timedelta, got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+def _first_line_description(fn: Callable[..., Any]) -> str:
+    return inspect.getdoc(fn) or ""
+
+
+@dataclass(eq=False)
+class TaskTool:
+    """A task tool: the body plus everything `tools/list` and the engine need to know about it."""
+
+    fn: Callable[..., Any]
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    task_support: TaskSupport = "optional"
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    is_generator: bool = False
+    context_parameter: str | None = None
+    arguments_model: type[BaseModel] | None = field(default=None, repr=False)
+
+    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate `arguments` against the signature; `InvalidArguments` names every problem."""
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            raise InvalidArguments(f"Invalid arguments for tool {self.name!r}: arguments must be an object")
+        assert self.arguments_model is not None
+        try:
+            model = self.arguments_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidArguments(f"Invalid arguments for tool {self.name!r}: {problems}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def open_body(self, arguments: dict[str, Any], context: TaskContext) -> Any:
+        """Call the function: an async generator or a coroutine, not started yet."""
+        kwargs = dict(arguments)
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = context
+        return self.fn(**kwargs)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as `tools/list` shows it (task support under `_meta[EXTENSION_ID]`)."""
+        tool: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.title:
+            tool["title"] = self.title
+        if self.annotations:
+            tool["annotations"] = self.annotations
+        tool["_meta"] = {**self.meta, EXTENSION_ID: {"taskSupport": self.task_support}}
+        return tool
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the undecorated function (handy in unit tests)."""
+        return self.fn(*args, **kwargs)
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    if annotation is TaskContext:
+        return True
+    if typing.get_origin(annotation) is typing.Union or type(annotation).__name__ == "UnionType":
+        return any(arg is TaskContext for arg in typing.get_args(annotation))
+    return False
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    task_support: TaskSupport,
+    ttl: float | timedelta | None,
+    poll_interval: float | timedelta,
+    annotations: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+) -> TaskTool:
+    if isinstance(fn, TaskTool):
+        raise TypeError(f"{fn.name!r} is already a task tool")
+    if not callable(fn):
+        raise TypeError(f"@task_tool decorates a function, not {fn!r}")
+    is_generator = inspect.isasyncgenfunction(fn)
+    if not is_generator and not inspect.iscoroutinefunction(fn):
+        raise TypeError(
+            f"@task_tool needs an 'async def' function (a generator with 'yield', or a coroutine); "
+            f"{getattr(fn, '__qualname__', fn)!r} is neither"
+        )
+    tool_name = name if name is not None else fn.__name__
+    if not _TOOL_NAME.match(tool_name):
+        raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of A-Z a-z 0-9 _ - .")
+    if task_support not in ("optional", "required"):
+        raise ValueError(f"task_support must be 'optional' or 'required', got {task_support!r}")
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_parameter: str | None = None
+    for parameter in inspect.signature(fn).parameters.values():
+        annotation = hints.get(parameter.name, Any)
+        if _is_context_annotation(annotation):
+            context_parameter = parameter.name
+            continue
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(f"task tool {tool_name!r}: *args / **kwargs parameters are not supported")
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"task tool {tool_name!r}: positional-only parameters are not supported")
+        if parameter.name.startswith("_"):
+            raise TypeError(f"task tool {tool_name!r}: parameter names must not start with '_'")
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+
+    arguments_model = create_model(
+        f"{tool_name}Arguments",
+        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=False),
+        **fields,
+    )
+    schema = arguments_model.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+
+    return TaskTool(
+        fn=fn,
+        name=tool_name,
+        title=title,
+        description=description if description is not None else _first_line_description(fn),
+        input_schema=schema,
+        task_support=task_support,
+        ttl_ms=_to_ms(ttl, "ttl", allow_none=True),
+        poll_interval_ms=_to_ms(poll_interval, "poll_interval", allow_none=False),
+        annotations=dict(annotations) if annotations else None,
+        meta=dict(meta or {}),
+        is_generator=is_generator,
+        context_parameter=context_parameter,
+        arguments_model=arguments_model,
+    )
+
+
+@overload
+def task_tool(fn: Callable[..., Any], /) -> TaskTool: ...
+
+
+@overload
+def task_tool(
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    task_support: TaskSupport = "optional",
+    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+    annotations: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], TaskTool]: ...
+
+
+def task_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    task_support: TaskSupport = "optional",
+    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+    annotations: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
+    """Declare a task tool.
+
+    Use bare (`@task_tool`) or with options. `task_support="optional"` runs the tool inline for a
+    request that did not opt in to the tasks extension; `"required"` rejects such a request with
+    -32021. `ttl` (seconds or timedelta; None = unlimited) bounds how long the task and its result
+    are kept, counted from creation; `poll_interval` is the `pollIntervalMs` clients are told.
+    """
+
+    def decorate(function: Callable[..., Any]) -> TaskTool:
+        return _build(
+            function,
+            name=name,
+            title=title,
+            description=description,
+            task_support=task_support,
+            ttl=ttl,
+            poll_interval=poll_interval,
+            annotations=annotations,
+            meta=meta,
+        )
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

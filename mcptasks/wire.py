@@ -1,0 +1,102 @@
+"""Wire-level names and shapes of the MCP Tasks extension (SEP-2663, MCP 2026-07-28).
+
+Everything here is plain data: constants, JSON-RPC error codes and the pydantic models that
+validate the params of `tasks/get`, `tasks/update` and `tasks/cancel`. No host SDK is imported.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+EXTENSION_ID = "io.modelcontextprotocol/tasks"
+"""The extension identifier advertised under `capabilities.extensions`."""
+
+PROTOCOL_VERSION = "2026-07-28"
+"""The MCP revision the extension is defined for; older revisions never see tasks."""
+
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+"""The `_meta` key in which a 2026-07-28 request carries the client's capabilities."""
+
+RELATED_TASK_META = "io.modelcontextprotocol/related-task"
+
+# JSON-RPC error codes used by the extension.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+LEGACY_MISSING_CAPABILITY = -32003
+"""The code the extension prose names; accepted from peers, never emitted."""
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+ACTIVE_STATUSES: frozenset[str] = frozenset({"working", "input_required"})
+
+TaskSupport = Literal["optional", "required"]
+
+TASK_METHODS: frozenset[str] = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+REMOVED_TASK_METHODS: frozenset[str] = frozenset({"tasks/list", "tasks/result"})
+
+
+def iso_timestamp(epoch_seconds: float) -> str:
+    """Render an epoch time as the ISO 8601 UTC string the wire uses (millisecond precision)."""
+    moment = datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def missing_capability_data() -> dict[str, Any]:
+    """The `data` of a -32021 error naming the tasks extension as the missing capability."""
+    return {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class GetTaskParams(_Params):
+    """Params of `tasks/get`."""
+
+    task_id: StrictStr = Field(alias="taskId", min_length=1)
+
+
+class CancelTaskParams(_Params):
+    """Params of `tasks/cancel`."""
+
+    task_id: StrictStr = Field(alias="taskId", min_length=1)
+
+
+class UpdateTaskParams(_Params):
+    """Params of `tasks/update`: answers keyed by the input-request keys the task issued."""
+
+    task_id: StrictStr = Field(alias="taskId", min_length=1)
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+def client_opted_in(meta: object) -> bool:
+    """Whether a request's `_meta` declares the tasks extension in its client capabilities.
+
+    Opt-in is per request: only this request's envelope counts, never an earlier one.
+    """
+    if not isinstance(meta, dict):
+        return False
+    capabilities = meta.get(CLIENT_CAPABILITIES_META)
+    if not isinstance(capabilities, dict):
+        return False
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and EXTENSION_ID in extensions
+
+
+def client_capabilities(meta: object) -> dict[str, Any]:
+    """The client capabilities a 2026-07-28 request declared in its `_meta` (empty when absent)."""
+    if isinstance(meta, dict):
+        capabilities = meta.get(CLIENT_CAPABILITIES_META)
+        if isinstance(capabilities, dict):
+            return capabilities
+    return {}

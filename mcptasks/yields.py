@@ -1,0 +1,294 @@
+"""What a task body may `yield`, and what the `yield` expression evaluates to.
+
+- `str` or `Status(...)`: sets `statusMessage`; evaluates to None.
+- An input request (`Elicit`, `Sample`, `ListRoots`, raw `InputRequest`): the task goes
+  `input_required` until the client answers; evaluates to the parsed answer.
+- `Inputs(a, b, ...)` (or a tuple/list of requests): all keys outstanding at once; evaluates to a
+  tuple of answers in the same order once every key is answered.
+- `Result(value)`: ends the task with `value` as the tool result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class InvalidAnswer(Exception):
+    """A client's answer did not fit the request; the request is issued again with this reason."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """Set the task's `statusMessage` (the extension's only progress channel)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """End the task; `value` becomes the `CallToolResult` exactly like a plain tool's return value."""
+
+    value: Any
+
+
+class InputRequest:
+    """A raw input request: the escape hatch for any client method.
+
+    The answer is the client's response object, unparsed. Subclasses parse it; a subclass raises
+    `InvalidAnswer` to have the request issued again under a fresh key.
+    """
+
+    method: str
+    params: dict[str, Any]
+    key: str | None
+    before_task: bool
+
+    def __init__(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        before_task: bool = False,
+    ) -> None:
+        if not isinstance(method, str) or not method:
+            raise ValueError("InputRequest method must be a non-empty string")
+        self.method = method
+        self.params = dict(params or {})
+        self.key = key
+        self.before_task = before_task
+
+    def to_wire(self) -> dict[str, Any]:
+        """The `inputRequests` value: `{method, params}`."""
+        return {"method": self.method, "params": self.params}
+
+    def parse(self, response: Any) -> Any:
+        """Turn the client's response into what the `yield` evaluates to."""
+        return response
+
+    def retry_with(self, reason: str) -> InputRequest:
+        """The request to issue again after an invalid answer (default: the same request)."""
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(method={self.method!r})"
+
+
+@dataclass(frozen=True)
+class Elicitation(Generic[T]):
+    """The answer to `Elicit`: `action` is accept, decline or cancel; `data` is set on accept."""
+
+    action: Literal["accept", "decline", "cancel"]
+    data: T | None = None
+    content: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def accepted(self) -> bool:
+        """True when the user accepted and `data` holds the validated content."""
+        return self.action == "accept"
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
+def _elicitation_schema(schema: type[BaseModel] | dict[str, Any] | None) -> dict[str, Any]:
+    if schema is None:
+        return {"type": "object", "properties": {}}
+    if isinstance(schema, dict):
+        if schema.get("type") != "object":
+            raise ValueError("an elicitation schema must be a JSON object schema ({'type': 'object', ...})")
+        return schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        generated = schema.model_json_schema()
+        generated.pop("title", None)
+        return generated
+    raise TypeError(f"schema must be a pydantic model class or a JSON schema dict, not {schema!r}")
+
+
+class Elicit(InputRequest, Generic[ModelT]):
+    """Ask the user for structured input (`elicitation/create`).
+
+    With a pydantic model as `schema`, an accepted answer is validated into an instance; content
+    that does not validate is asked for again, with the validation error added to the message.
+    Evaluates to an `Elicitation`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        schema: type[ModelT] | dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        before_task: bool = False,
+    ) -> None:
+        self.message = message
+        self.schema = schema
+        super().__init__(
+            "elicitation/create",
+            {"message": message, "requestedSchema": _elicitation_schema(schema)},
+            key=key,
+            before_task=before_task,
+        )
+
+    def parse(self, response: Any) -> Elicitation[Any]:
+        """Validate `{action, content}`; the content against the model when one was given."""
+        if not isinstance(response, dict):
+            raise InvalidAnswer("the answer must be an object with an 'action'")
+        action = response.get("action")
+        if action in ("decline", "cancel"):
+            return Elicitation(action=action)
+        if action != "accept":
+            raise InvalidAnswer(f"unknown elicitation action {action!r}")
+        content = response.get("content", {})
+        if not isinstance(content, dict):
+            raise InvalidAnswer("accepted content must be an object")
+        schema = self.schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            try:
+                data: Any = schema.model_validate(content)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or 'content'}: {err['msg']}"
+                    for err in exc.errors()
+                )
+                raise InvalidAnswer(problems) from None
+        else:
+            data = content
+        return Elicitation(action="accept", data=data, content=content)
+
+    def retry_with(self, reason: str) -> Elicit[ModelT]:
+        """The same question, telling the user what was wrong with the last answer."""
+        base = self.message.split("\n\n(Previous answer rejected:", 1)[0]
+        return Elicit(
+            f"{base}\n\n(Previous answer rejected: {reason})",
+            self.schema,
+            key=self.key,
+            before_task=self.before_task,
+        )
+
+
+class SampleResult(BaseModel):
+    """The answer to `Sample`: the client's `CreateMessageResult`."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    role: str
+    content: Any
+    model: str | None = None
+    stop_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of the message (text blocks joined), or '' when it has none."""
+        blocks = self.content if isinstance(self.content, list) else [self.content]
+        return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _message(item: str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(item, str):
+        return {"role": "user", "content": {"type": "text", "text": item}}
+    if isinstance(item, dict) and "role" in item and "content" in item:
+        return item
+    raise ValueError("a sampling message is a str or a {'role', 'content'} dict")
+
+
+class Sample(InputRequest):
+    """Ask the client's model for a completion (`sampling/createMessage`); evaluates to `SampleResult`."""
+
+    def __init__(
+        self,
+        messages: str | Sequence[str | dict[str, Any]],
+        *,
+        max_tokens: int = 1024,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: Sequence[str] | None = None,
+        model_preferences: dict[str, Any] | None = None,
+        key: str | None = None,
+        before_task: bool = False,
+    ) -> None:
+        items = [messages] if isinstance(messages, str) else list(messages)
+        params: dict[str, Any] = {"messages": [_message(m) for m in items], "maxTokens": max_tokens}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        if stop_sequences:
+            params["stopSequences"] = list(stop_sequences)
+        if model_preferences is not None:
+            params["modelPreferences"] = model_preferences
+        super().__init__("sampling/createMessage", params, key=key, before_task=before_task)
+
+    def parse(self, response: Any) -> SampleResult:
+        """Validate the `CreateMessageResult`."""
+        try:
+            return SampleResult.model_validate(_camel_to_snake(response))
+        except ValidationError as exc:
+            raise InvalidAnswer(f"invalid sampling result: {exc.errors()[0]['msg']}") from None
+
+
+def _camel_to_snake(response: Any) -> Any:
+    if isinstance(response, dict) and "stopReason" in response:
+        response = {**response, "stop_reason": response["stopReason"]}
+    return response
+
+
+class Root(BaseModel):
+    """One client root."""
+
+    model_config = ConfigDict(extra="allow")
+
+    uri: str
+    name: str | None = None
+
+
+_ROOTS = TypeAdapter(list[Root])
+
+
+class ListRoots(InputRequest):
+    """Ask the client for its roots (`roots/list`); evaluates to a list of `Root`."""
+
+    def __init__(self, *, key: str | None = None, before_task: bool = False) -> None:
+        super().__init__("roots/list", {}, key=key, before_task=before_task)
+
+    def parse(self, response: Any) -> list[Root]:
+        """Validate `{roots: [...]}`."""
+        if not isinstance(response, dict):
+            raise InvalidAnswer("the answer must be an object with 'roots'")
+        try:
+            return _ROOTS.validate_python(response.get("roots"))
+        except ValidationError as exc:
+            raise InvalidAnswer(f"invalid roots: {exc.errors()[0]['msg']}") from None
+
+
+class Inputs:
+    """Several input requests outstanding at once; evaluates to a tuple of their answers."""
+
+    def __init__(self, *requests: InputRequest) -> None:
+        if not requests:
+            raise ValueError("Inputs needs at least one request")
+        for request in requests:
+            if not isinstance(request, InputRequest):
+                raise TypeError(f"Inputs takes input requests, not {request!r}")
+        self.requests: tuple[InputRequest, ...] = requests
+
+    def __repr__(self) -> str:
+        return f"Inputs{self.requests!r}"
+
+
+def as_input_requests(item: object) -> tuple[InputRequest, ...] | None:
+    """The requests a yielded value asks for, or None when it is not an input yield."""
+    if isinstance(item, InputRequest):
+        return (item,)
+    if isinstance(item, Inputs):
+        return item.requests
+    if isinstance(item, (tuple, list)) and item and all(isinstance(r, InputRequest) for r in item):
+        return tuple(item)
+    return None
