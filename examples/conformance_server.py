@@ -79,7 +79,7 @@ async def multi_input():
     yield Result(f"{who} says {decision}")
 
 
-@app.task_tool(task_support="required", poll_interval=0.2)
+@app.task_tool(task_support="required", poll_interval=0.2, input_before_task=True)
 async def test_tool_with_task():
     """Ask for a name on the call itself (before the task exists), then greet in a task."""
     answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)

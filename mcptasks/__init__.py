@@ -44,6 +44,7 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_HOSTS[name]), name)
     raise AttributeError(f"module 'mcptasks' has no attribute {name!r}")
 
+
 __all__ = [
     "ANONYMOUS_OWNER",
     "EXTENSION_ID",

@@ -1,4 +1,4 @@
-"""The `mcptasks` command line: `mcptasks serve TARGET [...]`."""
+"""The `mcptasks` command line: `mcptasks serve TARGET [...]` and `mcptasks worker TARGET [...]`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import importlib
 import importlib.util
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -70,42 +71,99 @@ def _check_port(host: str, port: int) -> None:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def serve(target: str, *, transport: str, host: str, port: int, path: str, store: str | None) -> None:
-    """Load TARGET and serve it until interrupted."""
+def _store(store: str | None) -> Any:
+    from mcptasks.store.url import store_from_url
+
+    store_url = store or os.environ.get(STORE_ENV)
+    if not store_url:
+        return None
+    try:
+        return store_from_url(store_url)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _extension(server: Any, target: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     from mcptasks.ext import extension_of
     from mcptasks.server import TaskServer
-    from mcptasks.store.url import store_from_url
 
-    server = load_target(target)
-    store_url = store or os.environ.get(STORE_ENV)
-    store_object = None
-    if store_url:
-        try:
-            store_object = store_from_url(store_url)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
     if isinstance(server, TaskServer):
-        if store_object is not None:
-            server.use_store(store_object)
-        if transport == "http":
-            _check_port(host, port)
-        server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
-        return
+        return server.extension
     if isinstance(server, MCPServer):
         extension = extension_of(server)
-        if store_object is not None:
-            if extension is None:
-                raise CliError("--store needs a server with a TasksExtension attached (ext.attach(server))")
-            extension.use_store(store_object)
-        if transport == "http":
-            _check_port(host, port)
-            server.run("streamable-http", host=host, port=port, streamable_http_path=path)
-        else:
-            server.run("stdio")
-        return
+        if extension is None:
+            raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+        return extension
     raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+
+
+def serve(
+    target: str,
+    *,
+    transport: str,
+    host: str,
+    port: int,
+    path: str,
+    store: str | None,
+    enqueue_only: bool = False,
+    lease_ttl: float | None = None,
+) -> None:
+    """Load TARGET and serve it until interrupted."""
+    from mcp.server.mcpserver import MCPServer
+
+    from mcptasks.server import TaskServer
+
+    server = load_target(target)
+    if not isinstance(server, (TaskServer, MCPServer)):
+        raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    store_object = _store(store)
+    if store_object is not None or enqueue_only or lease_ttl is not None:
+        extension = _extension(server, target)
+        if store_object is not None:
+            extension.use_store(store_object)
+        if enqueue_only:
+            extension.engine.run_tasks = False
+        if lease_ttl is not None:
+            extension.engine.lease_ttl = lease_ttl
+    if transport == "http":
+        _check_port(host, port)
+    if isinstance(server, TaskServer):
+        server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
+    elif transport == "http":
+        server.run("streamable-http", host=host, port=port, streamable_http_path=path)
+    else:
+        server.run("stdio")
+
+
+def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: float | None = None) -> None:
+    """Load TARGET and run its queued tasks from the shared store until interrupted."""
+    import anyio
+
+    extension = _extension(load_target(target), target)
+    store_object = _store(store)
+    if store_object is None:
+        raise CliError(f"a worker needs a shared store: pass --store URL or set {STORE_ENV}")
+    if not store_object.durable:
+        raise CliError(
+            "a worker needs a store shared between processes (redis://, postgresql://, sqlite:///)"
+        )
+    extension.use_store(store_object)
+    engine = extension.engine
+    engine.run_tasks = True
+    engine.max_concurrent = concurrency
+    if lease_ttl is not None:
+        engine.lease_ttl = lease_ttl
+
+    async def run() -> None:
+        async with engine:
+            print(f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools", flush=True)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    break
+
+    anyio.run(run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +181,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="127.0.0.1")
     run.add_argument("--port", type=int, default=8000)
     run.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
-    run.add_argument("--store", help=f"task store URL (memory://, sqlite:///tasks.db); also ${STORE_ENV}")
+    run.add_argument(
+        "--store",
+        help=f"task store URL (memory://, sqlite:///tasks.db, redis://, postgresql://); also ${STORE_ENV}",
+    )
+    run.add_argument(
+        "--enqueue-only",
+        action="store_true",
+        help="create tasks but leave running them to `mcptasks worker` processes on the same store",
+    )
+    worker = commands.add_parser(
+        "worker", help="run queued tasks of a TaskServer from a shared store, serving nothing"
+    )
+    worker.add_argument("target", help="the same TARGET the serving replicas use")
+    worker.add_argument("--store", help=f"the shared task store URL; also ${STORE_ENV}")
+    worker.add_argument(
+        "--concurrency", type=int, default=None, help="most tasks run at once (default: no bound)"
+    )
+    for command in (run, worker):
+        command.add_argument(
+            "--lease-ttl",
+            type=float,
+            default=None,
+            help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
+        )
     return parser
 
 
@@ -132,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
+            if args.lease_ttl is not None and not args.lease_ttl > 0:
+                raise CliError("--lease-ttl must be a positive number of seconds")
             if not 0 < args.port < 65536:
                 raise CliError(f"--port must be between 1 and 65535, got {args.port}")
             serve(

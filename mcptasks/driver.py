@@ -90,7 +90,10 @@ async def drive_generator(
             try:
                 send = await _handle(item, channel)
             except UnsupportedYield as exc:
-                item = await generator.athrow(exc)
+                try:
+                    item = await generator.athrow(exc)
+                except StopAsyncIteration:
+                    return None
                 continue
             try:
                 item = await generator.asend(send)

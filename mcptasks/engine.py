@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, TaskNotFound, ToolError
+from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tool import TaskTool
@@ -28,8 +29,13 @@ from mcptasks.yields import InputRequest, InvalidAnswer
 
 PollLimit = Literal["off", "delay", "reject"]
 
-WORKER_LOST_MESSAGE = "The server restarted while this task was running; its work was lost."
+WORKER_LOST_MESSAGE = "The server running this task restarted or stopped responding; its work was lost."
 SHUTDOWN_MESSAGE = "The server shut down while this task was running."
+
+
+async def _close_body(body: Any) -> None:
+    if isinstance(body, AsyncGenerator):
+        await body.aclose()
 
 
 def new_task_id() -> str:
@@ -169,11 +175,21 @@ class InlineChannel:
 class TaskEngine:
     """Runs task bodies and applies task transitions over a `TaskStore`.
 
-    Use it as an async context manager: entering opens the store, recovers orphans of a durable
-    store, and starts the task group, the change listener and the TTL sweeper; leaving stops every
-    running body (recording `failed` for each) and closes the store.
+    Use it as an async context manager: entering opens the store, announces this instance with a
+    heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts the task
+    group with its background duties (change listener, heartbeat, orphan reaper, TTL sweeper,
+    and the claim loop that runs queued tasks). Leaving stops every body running here (recording
+    `failed` for each) and closes the store.
 
-    - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`).
+    - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
+      `postgresql://...`).
+    - `run_tasks`: False makes a serving-only replica: tasks are created queued and dedicated
+      workers (`mcptasks worker`) claim and run them. A body that already gathered input on the
+      creating call still runs here.
+    - `lease_ttl`: how long (seconds) an instance counts as alive after its last heartbeat; the
+      tasks of an instance silent for longer are failed ("worker lost") or, for tools with
+      `retry_on_crash`, re-run elsewhere. Heartbeats go out every third of it.
+    - `max_concurrent`: the most claimed tasks this instance runs at once (None: no bound).
     - `poll_limit`: what a `tasks/get` arriving sooner than `poll_tolerance` x `pollIntervalMs`
       after the previous one for the same task gets: `"off"` (served), `"delay"` (served after a
       wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
@@ -185,7 +201,12 @@ class TaskEngine:
         self,
         store: TaskStore | str = "memory://",
         *,
+        tools: Iterable[TaskTool] = (),
         instance_id: str | None = None,
+        run_tasks: bool = True,
+        lease_ttl: float = 15.0,
+        max_concurrent: int | None = None,
+        claim_interval: float = 1.0,
         sweep_interval: float = 30.0,
         input_poll_interval: float = 5.0,
         poll_limit: PollLimit = "off",
@@ -197,18 +218,34 @@ class TaskEngine:
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
         if not 0 < poll_tolerance <= 1:
             raise ValueError("poll_tolerance must be in (0, 1]")
+        if lease_ttl <= 0:
+            raise ValueError("lease_ttl must be positive")
+        if max_concurrent is not None and max_concurrent < 1:
+            raise ValueError("max_concurrent must be a positive integer or None")
         self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
         self.instance_id = instance_id or secrets.token_hex(8)
+        self.run_tasks = run_tasks
+        self.lease_ttl = lease_ttl
+        self.max_concurrent = max_concurrent
+        self.claim_interval = claim_interval
         self.sweep_interval = sweep_interval
         self.input_poll_interval = input_poll_interval
         self.poll_limit: PollLimit = poll_limit
         self.poll_tolerance = poll_tolerance
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
+        self.tools: dict[str, TaskTool] = {}
+        for tool in tools:
+            self.register(tool)
         self._runs: dict[str, _TaskRun] = {}
         self._last_poll: dict[str, float] = {}
+        self._claim_wakeup = anyio.Event()
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
+
+    def register(self, tool: TaskTool) -> None:
+        """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
+        self.tools[tool.name] = tool
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -225,12 +262,18 @@ class TaskEngine:
         try:
             await self.store.open()
             stack.push_async_callback(self.store.close)
-            if self.store.durable and self.recover_orphans:
+            await self.store.heartbeat(self.instance_id, self.lease_ttl)
+            if self.recover_orphans:
                 await self.recover()
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
             await task_group.start(self._listen)
-            task_group.start_soon(self._sweep_forever)
+            task_group.start_soon(self._every, self.sweep_interval, self.sweep)
+            task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
+            if self.recover_orphans:
+                task_group.start_soon(self._every, self.lease_ttl / 2, self.recover)
+            if self.run_tasks:
+                task_group.start_soon(self._claim_forever)
         except BaseException:
             await stack.aclose()
             raise
@@ -244,23 +287,72 @@ class TaskEngine:
         if stack is not None:
             await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
 
+    async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await anyio.sleep(interval)
+            await duty()
+
+    async def _heartbeat(self) -> None:
+        await self.store.heartbeat(self.instance_id, self.lease_ttl)
+
     async def recover(self) -> int:
-        """Fail every active task no live runner owns (after a restart); return how many."""
+        """Handle active tasks whose runner is gone; return how many were failed or re-queued.
+
+        A task whose runner has no live heartbeat is failed with a "worker lost" error, or put
+        back in the queue when its tool has `retry_on_crash` and attempts are left. Bodies running
+        here whose record became terminal or vanished (a missed notification) are stopped.
+        """
+        live = await self.store.live_runners()
+        live.add(self.instance_id)
+        active: set[str] = set()
         count = 0
         for record in await self.store.list_active():
-            if record.runner == self.instance_id or record.task_id in self._runs:
+            active.add(record.task_id)
+            if record.runner is None or record.runner in live or record.task_id in self._runs:
                 continue
-            outcome = Outcome(
-                "failed",
-                error={
-                    "code": INTERNAL_ERROR,
-                    "message": WORKER_LOST_MESSAGE,
-                    "data": {"reason": "worker_lost"},
-                },
-            )
-            if await self._finish(record.task_id, outcome) is not None:
+            if await self._orphaned(record):
                 count += 1
+        for task_id, run in list(self._runs.items()):
+            if task_id not in active and run.scope is not None:
+                run.stop()
         return count
+
+    async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
+        """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
+        tool = self.tools.get(record.tool)
+        lost = record.runner
+        if tool is not None and tool.retry_on_crash and record.attempt < tool.max_attempts:
+            attempt = record.attempt + 1
+            why = (
+                "The server running this task shut down"
+                if shutdown
+                else "The worker running this task was lost"
+            )
+            message = f"{why}; restarting it (attempt {attempt} of {tool.max_attempts})."
+
+            def requeue(current: TaskRecord) -> TaskRecord | None:
+                if current.runner != lost:
+                    return None
+                return current.evolve(
+                    runner=None,
+                    attempt=attempt,
+                    status="working",
+                    status_message=message,
+                    input_requests={},
+                    input_responses={},
+                )
+
+            if await self._mutate(record.task_id, requeue) is not None:
+                await self.store.publish(record.task_id)
+                return True
+            return False
+        reason = "shutdown" if shutdown else "worker_lost"
+        message = SHUTDOWN_MESSAGE if shutdown else WORKER_LOST_MESSAGE
+        error: dict[str, Any] = {"code": INTERNAL_ERROR, "message": message, "data": {"reason": reason}}
+        if record.attempt > 1:
+            error["data"]["attempts"] = record.attempt
+        outcome = Outcome("failed", error=error)
+        return await self._finish(record.task_id, outcome, only_runner=lost) is not None
 
     # -- creating and running ------------------------------------------------------------------
 
@@ -272,17 +364,22 @@ class TaskEngine:
         owner: str,
         validated: dict[str, Any] | None = None,
         prepared: tuple[Any, TaskContext, Pending | None] | None = None,
+        idempotency_key: str | None = None,
     ) -> TaskRecord:
-        """Create a task for `tool` and start its body; return the stored record.
+        """Create a task for `tool` and start its body (or queue it); return the stored record.
 
         The record is in the store before this returns. Invalid arguments raise
         `InvalidArguments` and create nothing. `prepared` hands over a body already started by
-        synchronous input rounds (its context and the yield it stopped at).
+        synchronous input rounds (its context and the yield it stopped at). With an
+        `idempotency_key` that `owner` already used for a live task, that task is returned and
+        nothing new runs.
         """
         task_group = self._task_group
         if task_group is None:
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
         args = validated if validated is not None else tool.validate_arguments(arguments)
+        self.register(tool)
+        run_here = self.run_tasks or prepared is not None
         record = TaskRecord(
             task_id=new_task_id(),
             owner=owner,
@@ -290,17 +387,61 @@ class TaskEngine:
             ttl_ms=tool.ttl_ms,
             poll_interval_ms=tool.poll_interval_ms,
             arguments=dict(arguments or {}),
-            runner=self.instance_id,
+            runner=self.instance_id if run_here else None,
+            idempotency_key=idempotency_key,
         )
-        run = _TaskRun(self, record.task_id, record.expires_at)
-        self._runs[record.task_id] = run
+        run = _TaskRun(self, record.task_id, record.expires_at) if run_here else None
+        if run is not None:
+            self._runs[record.task_id] = run
         try:
-            await self.store.create(record)
+            stored = await self.store.create(record)
         except BaseException:
-            del self._runs[record.task_id]
+            self._runs.pop(record.task_id, None)
             raise
-        task_group.start_soon(self._execute, tool, args, run, owner, prepared)
+        if stored.task_id != record.task_id:
+            self._runs.pop(record.task_id, None)
+            if prepared is not None:
+                await _close_body(prepared[0])
+            return stored
+        if run is None:
+            await self.store.publish(record.task_id)
+        else:
+            task_group.start_soon(self._execute, tool, args, run, owner, prepared)
         return record
+
+    async def _claim_forever(self) -> None:
+        while True:
+            with anyio.move_on_after(self.claim_interval):
+                await self._claim_wakeup.wait()
+            self._claim_wakeup = anyio.Event()
+            await self.claim()
+
+    async def claim(self) -> int:
+        """Take queued tasks from the store and run them here; return how many were started."""
+        task_group = self._task_group
+        if task_group is None:
+            return 0
+        room = 256 if self.max_concurrent is None else self.max_concurrent - len(self._runs)
+        if room <= 0:
+            return 0
+        claimed = await self.store.claim(self.instance_id, room)
+        for record in claimed:
+            tool = self.tools.get(record.tool)
+            if tool is None:
+                message = f"No worker knows the task tool {record.tool!r}; the task cannot run."
+                await self._finish(
+                    record.task_id, Outcome("failed", error={"code": INTERNAL_ERROR, "message": message})
+                )
+                continue
+            try:
+                args = tool.validate_arguments(record.arguments)
+            except ToolError as exc:
+                await self._finish(record.task_id, Outcome("completed", result=error_result(str(exc))))
+                continue
+            run = _TaskRun(self, record.task_id, record.expires_at)
+            self._runs[record.task_id] = run
+            task_group.start_soon(self._execute, tool, args, run, record.owner, None)
+        return len(claimed)
 
     async def _execute(
         self,
@@ -329,9 +470,12 @@ class TaskEngine:
                 outcome = run.stop_outcome or self._ttl_outcome(tool)
         finally:
             with anyio.CancelScope(shield=True):
-                if outcome is None:
-                    outcome = Outcome("failed", error={"code": INTERNAL_ERROR, "message": SHUTDOWN_MESSAGE})
-                await self._finish(run.task_id, outcome)
+                if outcome is None:  # the engine is shutting down: release or fail the task
+                    record = await self.store.get(run.task_id)
+                    if record is not None and record.runner == self.instance_id:
+                        await self._orphaned(record, shutdown=True)
+                else:
+                    await self._finish(run.task_id, outcome)
                 self._runs.pop(run.task_id, None)
 
     @staticmethod
@@ -358,8 +502,12 @@ class TaskEngine:
         context = TaskContext(channel, owner=owner, tool=tool.name)
         return await run_body(tool.open_body(arguments, context), channel, tool.name)
 
-    async def _finish(self, task_id: str, outcome: Outcome) -> TaskRecord | None:
-        def change(record: TaskRecord) -> TaskRecord:
+    async def _finish(
+        self, task_id: str, outcome: Outcome, *, only_runner: str | None = None
+    ) -> TaskRecord | None:
+        def change(record: TaskRecord) -> TaskRecord | None:
+            if only_runner is not None and record.runner != only_runner:
+                return None
             return record.evolve(
                 status=outcome.status,
                 result=outcome.result,
@@ -480,6 +628,8 @@ class TaskEngine:
                 run = self._runs.get(task_id)
                 if run is not None and self._task_group is not None:
                     self._task_group.start_soon(self._refresh, run)
+                elif run is None and self.run_tasks:
+                    self._claim_wakeup.set()
 
     async def _refresh(self, run: _TaskRun) -> None:
         record = await self.store.get(run.task_id)
@@ -487,11 +637,6 @@ class TaskEngine:
             run.stop()
         else:
             run.poke()
-
-    async def _sweep_forever(self) -> None:
-        while True:
-            await anyio.sleep(self.sweep_interval)
-            await self.sweep()
 
     async def sweep(self, now: float | None = None) -> int:
         """Delete expired records and forget stale poll marks; return how many records went."""

@@ -21,7 +21,6 @@ import json
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import timedelta
 from typing import Any
 
 from mcp import MCPError
@@ -34,6 +33,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolRequestParams, CallToolResult, RequestParams, ToolAnnotations
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit, TaskEngine
 from mcptasks.errors import ProtocolError
@@ -41,8 +41,8 @@ from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.store.base import TaskStore
 from mcptasks.store.url import store_from_url
-from mcptasks.tool import DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_TTL_SECONDS, TaskTool, task_tool
-from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION, TaskSupport
+from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions, task_tool
+from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
 _EXTENSIONS_BY_SERVER: weakref.WeakKeyDictionary[MCPServer[Any], TasksExtension] = weakref.WeakKeyDictionary()
 
@@ -85,7 +85,9 @@ class TasksExtension(Extension):
     """Serve task tools over the official SDK's `MCPServer` (`io.modelcontextprotocol/tasks`).
 
     `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, ...) are
-    passed to `TaskEngine`. `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
+    passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
+    extension: `"inline"` (default), `"tools"` (start the task, list `task_status` /
+    `task_answer` / `task_cancel`; see `mcptasks.fallback`) or `"reject"` (-32021). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
     several replicas serve one URL).
     """
 
@@ -99,6 +101,7 @@ class TasksExtension(Extension):
         secret: str | bytes | None = None,
         poll_limit: PollLimit = "off",
         adaptive_poll_max: float | None = None,
+        fallback: FallbackMode = "inline",
         engine: TaskEngine | None = None,
     ) -> None:
         self.engine = (
@@ -106,7 +109,7 @@ class TasksExtension(Extension):
             if engine is not None
             else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max)
         )
-        self.protocol = TasksProtocol(self.engine, codec=RequestStateCodec(secret))
+        self.protocol = TasksProtocol(self.engine, codec=RequestStateCodec(secret), fallback=fallback)
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         for tool in tools:
             self.add_tool(tool)
@@ -122,41 +125,22 @@ class TasksExtension(Extension):
         """Register a decorated task tool (and list it on every attached server)."""
         self.protocol.add_tool(tool)
         for server in self._servers:
-            _register(server, tool)
+            self._list_tools(server)
         return tool
 
-    def task_tool(
-        self,
-        fn: Callable[..., Any] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        task_support: TaskSupport = "optional",
-        ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
-        poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
-        annotations: Mapping[str, Any] | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """Decorator: `@ext.task_tool` or `@ext.task_tool(...)`, options as for `mcptasks.task_tool`."""
+    def _list_tools(self, server: MCPServer[Any]) -> None:
+        for tool in self.protocol.tools.values():
+            _register(server, tool.definition())
+        for definition in self.protocol.fallback_tool_definitions():
+            _register(server, definition)
+
+    def task_tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]) -> Any:
+        """Decorator: `@ext.task_tool` or `@ext.task_tool(...)` with the options of `mcptasks.task_tool`."""
 
         def decorate(function: Callable[..., Any]) -> TaskTool:
-            tool = (
-                function
-                if isinstance(function, TaskTool)
-                else task_tool(
-                    name=name,
-                    title=title,
-                    description=description,
-                    task_support=task_support,
-                    ttl=ttl,
-                    poll_interval=poll_interval,
-                    annotations=annotations,
-                    meta=meta,
-                )(function)
+            return self.add_tool(
+                function if isinstance(function, TaskTool) else task_tool(**options)(function)
             )
-            return self.add_tool(tool)
 
         return decorate(fn) if fn is not None else decorate
 
@@ -165,8 +149,7 @@ class TasksExtension(Extension):
         if server not in self._servers:
             self._servers.add(server)
             _EXTENSIONS_BY_SERVER[server] = self
-        for tool in self.protocol.tools.values():
-            _register(server, tool)
+        self._list_tools(server)
 
     def use_store(self, store: TaskStore | str) -> None:
         """Replace the store before the server starts (what `mcptasks serve --store` does)."""
@@ -222,7 +205,12 @@ class TasksExtension(Extension):
         ctx: ServerRequestContext[Any, Any],
         call_next: CallNext,
     ) -> HandlerResult:
-        """Answer `tools/call` for task tools; pass every other call through."""
+        """Answer `tools/call` for task tools and the fallback tools; pass every other call through."""
+        if self.protocol.is_fallback_tool(params.name):
+            result = await self.protocol.call_fallback_tool(
+                params.name, params.arguments, owner=current_owner()
+            )
+            return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
         if params.name not in self.protocol.tools:
             return await call_next(ctx)
         modern = ctx.protocol_version == PROTOCOL_VERSION
@@ -244,21 +232,20 @@ class TasksExtension(Extension):
         return result
 
 
-def _register(server: MCPServer[Any], tool: TaskTool) -> None:
-    """Put `tool` into the server's tool listing with its exact schema and `_meta`."""
-    definition = tool.definition()
-    annotations = ToolAnnotations.model_validate(tool.annotations) if tool.annotations else None
+def _register(server: MCPServer[Any], definition: Mapping[str, Any]) -> None:
+    """Put a tool into the server's tool listing with its exact schema, annotations and `_meta`."""
+    annotations = definition.get("annotations")
     sdk_tool = Tool(
         fn=_never_called,
-        name=tool.name,
-        title=tool.title,
-        description=tool.description,
-        parameters=tool.input_schema,
+        name=definition["name"],
+        title=definition.get("title"),
+        description=definition.get("description", ""),
+        parameters=definition["inputSchema"],
         fn_metadata=_UNUSED_METADATA,
         context_kwarg=None,
         is_async=True,
-        annotations=annotations,
-        meta=definition["_meta"],
+        annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
+        meta=definition.get("_meta"),
     )
     manager = getattr(server, "_tool_manager", None)
     tools = getattr(manager, "_tools", None)
@@ -266,7 +253,7 @@ def _register(server: MCPServer[Any], tool: TaskTool) -> None:
         raise RuntimeError(
             "this version of the mcp SDK is not supported by mcptasks (tool manager not found)"
         )
-    tools[tool.name] = sdk_tool
+    tools[sdk_tool.name] = sdk_tool
 
 
 def extension_of(server: MCPServer[Any]) -> TasksExtension | None:

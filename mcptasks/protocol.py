@@ -13,13 +13,20 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from mcptasks.context import TaskContext
+from mcptasks.driver import outcome_of_exception
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import ProtocolError
+from mcptasks.fallback import (
+    FALLBACK_TOOL_NAMES,
+    call_fallback_tool,
+    fallback_tool_definitions,
+    started_result,
+)
 from mcptasks.mrtr import METHOD_CAPABILITY, InputNeeded, SyncRounds, advance_to_task
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord
-from mcptasks.tool import InvalidArguments, TaskTool
+from mcptasks.tool import FALLBACK_MODES, FallbackMode, InvalidArguments, TaskTool
 from mcptasks.wire import (
     EXTENSION_ID,
     HEADER_MISMATCH,
@@ -40,6 +47,23 @@ from mcptasks.yields import InputRequest
 
 ANONYMOUS_OWNER = "anonymous"
 """The owner of tasks created without an authenticated principal (bearer-id semantics)."""
+
+
+IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"
+"""`_meta` key of a client-chosen idempotency key: retrying a `tools/call` with the same key (and
+owner) returns the task the first call created instead of starting a second run."""
+
+
+def idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
+    """The idempotency key a request carries in `_meta`, if any (-32602 when it is not a string)."""
+    if not meta or IDEMPOTENCY_META not in meta:
+        return None
+    key = meta[IDEMPOTENCY_META]
+    if not isinstance(key, str) or not 0 < len(key) <= 256:
+        raise ProtocolError(
+            INVALID_PARAMS, f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1-256 characters"
+        )
+    return key
 
 
 def missing_extension_error(what: str) -> ProtocolError:
@@ -145,9 +169,13 @@ class TasksProtocol:
         tools: Iterable[TaskTool] = (),
         *,
         codec: RequestStateCodec | None = None,
+        fallback: FallbackMode = "inline",
     ) -> None:
+        if fallback not in FALLBACK_MODES:
+            raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)}, got {fallback!r}")
         self.engine = engine
         self.codec = codec if codec is not None else RequestStateCodec()
+        self.fallback: FallbackMode = fallback
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
@@ -156,13 +184,40 @@ class TasksProtocol:
         """Register a task tool; names must be unique."""
         if not isinstance(tool, TaskTool):
             raise TypeError(f"expected a TaskTool (decorate the function with @task_tool), got {tool!r}")
+        if tool.name in FALLBACK_TOOL_NAMES:
+            raise ValueError(f"{tool.name!r} is the name of a generated fallback tool; rename the task tool")
         if tool.name in self.tools and self.tools[tool.name] is not tool:
             raise ValueError(f"a task tool named {tool.name!r} is already registered")
         self.tools[tool.name] = tool
+        self.engine.register(tool)
 
     def get_tool(self, name: str) -> TaskTool | None:
         """The task tool called `name`, if any."""
         return self.tools.get(name)
+
+    def fallback_mode(self, tool: TaskTool) -> FallbackMode:
+        """The fallback mode in force for `tool` (its own, else the server's)."""
+        return tool.fallback if tool.fallback is not None else self.fallback
+
+    @property
+    def fallback_tools_enabled(self) -> bool:
+        """Whether any task tool uses the `"tools"` fallback (then the generated tools are listed)."""
+        return any(self.fallback_mode(tool) == "tools" for tool in self.tools.values())
+
+    def fallback_tool_definitions(self) -> list[dict[str, Any]]:
+        """The generated `task_status` / `task_answer` / `task_cancel` tools, when enabled."""
+        return fallback_tool_definitions() if self.fallback_tools_enabled else []
+
+    def is_fallback_tool(self, name: str) -> bool:
+        """Whether `name` is a generated fallback tool this server serves."""
+        return name in FALLBACK_TOOL_NAMES and self.fallback_tools_enabled
+
+    async def call_fallback_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, *, owner: str = ANONYMOUS_OWNER
+    ) -> dict[str, Any]:
+        """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
+        result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
+        return {"resultType": "complete", **result}
 
     async def call_tool(
         self,
@@ -191,7 +246,8 @@ class TasksProtocol:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         request_meta = dict(meta) if meta is not None else None
         opted_in = tasks_allowed and client_opted_in(request_meta)
-        if not opted_in and tool.task_support == "required":
+        mode = self.fallback_mode(tool)
+        if not opted_in and (mode == "reject" or (tool.task_support == "required" and mode != "tools")):
             raise missing_extension_error(f"Tool {name!r}")
         try:
             validated = tool.validate_arguments(arguments)
@@ -200,7 +256,7 @@ class TasksProtocol:
         capabilities = client_capabilities(request_meta)
         if opted_in:
             prepared = None
-            if tool.is_generator:
+            if tool.input_before_task:
                 rounds = self._rounds(
                     tool, arguments, input_responses, request_state, capabilities, before_task_only
                 )
@@ -209,10 +265,30 @@ class TasksProtocol:
                     prepared = await advance_to_task(rounds, tool.open_body(validated, context), context)
                 except InputNeeded as needed:
                     return rounds.input_required(needed)
+                except ProtocolError:
+                    raise
+                except Exception as exc:
+                    outcome = outcome_of_exception(exc, tool.name)
+                    assert outcome.result is not None
+                    return {"resultType": "complete", **outcome.result}
             record = await self.engine.start(
-                tool, arguments, owner=owner, validated=validated, prepared=prepared
+                tool,
+                arguments,
+                owner=owner,
+                validated=validated,
+                prepared=prepared,
+                idempotency_key=idempotency_key(request_meta),
             )
             return create_task_result(record, self.engine.poll_interval_ms(record))
+        if mode == "tools":
+            record = await self.engine.start(
+                tool,
+                arguments,
+                owner=owner,
+                validated=validated,
+                idempotency_key=idempotency_key(request_meta),
+            )
+            return {"resultType": "complete", **started_result(record, self.engine.poll_interval_ms(record))}
         if not tasks_allowed:
             outcome = await self.engine.run_inline(tool, validated, owner=owner)
         else:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
+from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit
 from mcptasks.ext import Lifespan, TasksExtension
 from mcptasks.store.base import TaskStore
-from mcptasks.tool import DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_TTL_SECONDS, TaskTool
-from mcptasks.wire import TaskSupport
+from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions
 
 Transport = Literal["stdio", "http"]
 
@@ -44,10 +43,15 @@ class TaskServer:
         secret: str | bytes | None = None,
         poll_limit: PollLimit = "off",
         adaptive_poll_max: float | None = None,
+        fallback: FallbackMode = "inline",
         **mcp_options: Any,
     ) -> None:
         self.extension = TasksExtension(
-            store, secret=secret, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max
+            store,
+            secret=secret,
+            poll_limit=poll_limit,
+            adaptive_poll_max=adaptive_poll_max,
+            fallback=fallback,
         )
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(
@@ -60,32 +64,9 @@ class TaskServer:
         """The server's name."""
         return str(self.mcp.name)
 
-    def task_tool(
-        self,
-        fn: Callable[..., Any] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        task_support: TaskSupport = "optional",
-        ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
-        poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
-        annotations: Mapping[str, Any] | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Any:
+    def task_tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]) -> Any:
         """Register a task tool: `@app.task_tool` or `@app.task_tool(...)` (see `mcptasks.task_tool`)."""
-        return self.extension.task_tool(
-            fn,
-            name=name,
-            title=title,
-            description=description,
-            task_support=task_support,
-            ttl=ttl,
-            poll_interval=poll_interval,
-            annotations=annotations,
-            meta=meta,
-        )
+        return self.extension.task_tool(fn, **options)
 
     def add_task_tool(self, tool: TaskTool) -> TaskTool:
         """Register a function already decorated with `mcptasks.task_tool`."""

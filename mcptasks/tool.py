@@ -7,18 +7,25 @@ signature and type hints, through pydantic, the way ordinary MCP tools get them.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import typing
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from typing_extensions import Unpack
 
 from mcptasks.context import TaskContext
 from mcptasks.errors import ToolError
 from mcptasks.wire import EXTENSION_ID, TaskSupport
+
+FallbackMode = Literal["inline", "tools", "reject"]
+"""What a task tool does for a request without the extension (see `mcptasks.fallback`)."""
+
+FALLBACK_MODES: tuple[str, ...] = ("inline", "tools", "reject")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,7 +47,7 @@ def _to_ms(value: float | timedelta | None, option: str, *, allow_none: bool) ->
             return None
         raise ValueError(f"{option} must be set")
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
         raise ValueError(f"{option} must be a positive number of seconds or a timedelta, got {value!r}")
     return max(1, round(seconds * 1000))
 
@@ -66,6 +73,10 @@ class TaskTool:
     is_generator: bool = False
     context_parameter: str | None = None
     arguments_model: type[BaseModel] | None = field(default=None, repr=False)
+    retry_on_crash: bool = False
+    max_attempts: int = 1
+    input_before_task: bool = False
+    fallback: FallbackMode | None = None
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate `arguments` against the signature; `InvalidArguments` names every problem."""
@@ -117,17 +128,56 @@ def _is_context_annotation(annotation: Any) -> bool:
     return False
 
 
+class TaskToolOptions(TypedDict, total=False):
+    """The options of `@task_tool` (and of `TaskServer.task_tool` / `TasksExtension.task_tool`).
+
+    - `name`, `title`, `description`: how `tools/list` shows the tool (defaults: the function's
+      name and docstring).
+    - `task_support`: `"optional"` (default) runs the tool inline for a request that did not opt in
+      to the tasks extension; `"required"` rejects such a request with -32021.
+    - `ttl`: seconds or timedelta (None = unlimited; default one hour) the task and its result are
+      kept, counted from creation. A body still running at its TTL is stopped and failed.
+    - `poll_interval`: the `pollIntervalMs` clients are told (default one second).
+    - `annotations`, `meta`: the tool's MCP annotations and extra `_meta`.
+    - `input_before_task`: the body may ask for input before the task exists: on an opted-in call
+      it runs on the request itself up to its first yield that is not a request marked
+      `before_task=True`; those are answered with `input_required` rounds, then the task is
+      created and the same body continues in it. Code before that point runs once per round.
+    - `fallback`: what a request without the extension gets (`"inline"`, `"tools"`, `"reject"`);
+      None (default) follows the server's setting. See `mcptasks.fallback`.
+    - `retry_on_crash`: re-run the body from the start on another replica when the one running it
+      is lost (only for idempotent tools); `max_attempts` bounds the runs (default 3).
+    """
+
+    name: str | None
+    title: str | None
+    description: str | None
+    task_support: TaskSupport
+    ttl: float | timedelta | None
+    poll_interval: float | timedelta
+    annotations: Mapping[str, Any] | None
+    meta: Mapping[str, Any] | None
+    retry_on_crash: bool
+    max_attempts: int
+    input_before_task: bool
+    fallback: FallbackMode | None
+
+
 def _build(
     fn: Callable[..., Any],
     *,
-    name: str | None,
-    title: str | None,
-    description: str | None,
-    task_support: TaskSupport,
-    ttl: float | timedelta | None,
-    poll_interval: float | timedelta,
-    annotations: Mapping[str, Any] | None,
-    meta: Mapping[str, Any] | None,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    task_support: TaskSupport = "optional",
+    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+    annotations: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    retry_on_crash: bool = False,
+    max_attempts: int = 3,
+    input_before_task: bool = False,
+    fallback: FallbackMode | None = None,
 ) -> TaskTool:
     if isinstance(fn, TaskTool):
         raise TypeError(f"{fn.name!r} is already a task tool")
@@ -144,6 +194,14 @@ def _build(
         raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of A-Z a-z 0-9 _ - .")
     if task_support not in ("optional", "required"):
         raise ValueError(f"task_support must be 'optional' or 'required', got {task_support!r}")
+    if fallback is not None and fallback not in FALLBACK_MODES:
+        raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)} or None, got {fallback!r}")
+    if input_before_task and not is_generator:
+        raise TypeError(
+            f"task tool {tool_name!r}: input_before_task needs a generator body (one with 'yield')"
+        )
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
 
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
@@ -185,6 +243,10 @@ def _build(
         is_generator=is_generator,
         context_parameter=context_parameter,
         arguments_model=arguments_model,
+        retry_on_crash=bool(retry_on_crash),
+        max_attempts=max_attempts if retry_on_crash else 1,
+        input_before_task=bool(input_before_task),
+        fallback=fallback,
     )
 
 
@@ -193,52 +255,16 @@ def task_tool(fn: Callable[..., Any], /) -> TaskTool: ...
 
 
 @overload
-def task_tool(
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    task_support: TaskSupport = "optional",
-    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
-    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
-    annotations: Mapping[str, Any] | None = None,
-    meta: Mapping[str, Any] | None = None,
-) -> Callable[[Callable[..., Any]], TaskTool]: ...
+def task_tool(**options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
 
 
 def task_tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    task_support: TaskSupport = "optional",
-    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
-    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
-    annotations: Mapping[str, Any] | None = None,
-    meta: Mapping[str, Any] | None = None,
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]
 ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
-    """Declare a task tool.
-
-    Use bare (`@task_tool`) or with options. `task_support="optional"` runs the tool inline for a
-    request that did not opt in to the tasks extension; `"required"` rejects such a request with
-    -32021. `ttl` (seconds or timedelta; None = unlimited) bounds how long the task and its result
-    are kept, counted from creation; `poll_interval` is the `pollIntervalMs` clients are told.
-    """
+    """Declare a task tool: `@task_tool` bare or `@task_tool(...)` with `TaskToolOptions`."""
 
     def decorate(function: Callable[..., Any]) -> TaskTool:
-        return _build(
-            function,
-            name=name,
-            title=title,
-            description=description,
-            task_support=task_support,
-            ttl=ttl,
-            poll_interval=poll_interval,
-            annotations=annotations,
-            meta=meta,
-        )
+        return _build(function, **options)
 
     if fn is not None:
         return decorate(fn)

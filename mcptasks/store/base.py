@@ -42,7 +42,11 @@ class TaskRecord:
     input_key_counter: int = 0
     """How many input keys this task has issued; keys are never reused."""
     runner: str | None = None
-    """Identity of the engine instance that runs the body."""
+    """Identity of the engine instance that runs the body; None while queued for a worker."""
+    attempt: int = 1
+    """How many times the body has been started (re-runs after a lost worker raise it)."""
+    idempotency_key: str | None = None
+    """Client-chosen key: a second create with the same (owner, key) returns the first task."""
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -98,6 +102,9 @@ class TaskStore(Protocol):
       `expected_version` and the stored record is not terminal; on success the stored (and the
       given) record's `version` becomes `expected_version + 1`.
     - `publish(task_id)` reaches every live `subscribe()` iterator, in this process or another.
+    - `heartbeat`/`live_runners` tell which engine instances are alive, so the tasks of a dead one
+      can be failed (or re-run) by the survivors.
+    - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
     """
 
     durable: bool
@@ -109,8 +116,12 @@ class TaskStore(Protocol):
     async def close(self) -> None:
         """Release everything `open` acquired."""
 
-    async def create(self, record: TaskRecord) -> None:
-        """Store a new record durably; raise `TaskExists` if its id is taken."""
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """Store a new record durably and return it; raise `TaskExists` if its id is taken.
+
+        When `record.idempotency_key` is set and an unexpired record with the same owner and key
+        exists, store nothing and return that record instead.
+        """
 
     async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
         """The record, or None when unknown, expired, or owned by someone other than `owner`."""
@@ -123,6 +134,16 @@ class TaskStore(Protocol):
 
     async def delete_expired(self, now: float) -> int:
         """Delete records whose TTL elapsed at `now`; return how many."""
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        """Record that engine instance `runner` is alive for the next `ttl` seconds."""
+
+    async def live_runners(self) -> set[str]:
+        """The runners whose last heartbeat has not expired."""
+
+    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
+        """Assign up to `limit` queued records (active, unexpired, `runner is None`), oldest
+        first, to `runner`, bumping their versions; return them. Each record goes to one claimer."""
 
     async def publish(self, task_id: str) -> None:
         """Announce that `task_id` changed in a way its runner must see (input, cancel)."""

@@ -19,6 +19,8 @@ class MemoryTaskStore:
 
     def __init__(self) -> None:
         self._records: dict[str, TaskRecord] = {}
+        self._idempotency: dict[tuple[str, str], str] = {}
+        self._heartbeats: dict[str, float] = {}
         self._broadcast = LocalBroadcast()
 
     async def open(self) -> None:
@@ -27,11 +29,18 @@ class MemoryTaskStore:
     async def close(self) -> None:
         """Nothing to release; records stay until the object is dropped."""
 
-    async def create(self, record: TaskRecord) -> None:
-        """Store a copy of `record`."""
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """Store a copy of `record` (or return the live record holding its idempotency key)."""
         if record.task_id in self._records:
             raise TaskExists(record.task_id)
+        if record.idempotency_key is not None:
+            key = (record.owner, record.idempotency_key)
+            existing = self._records.get(self._idempotency.get(key, ""))
+            if existing is not None and not existing.expired(time.time()):
+                return dataclasses.replace(existing)
+            self._idempotency[key] = record.task_id
         self._records[record.task_id] = dataclasses.replace(record)
+        return record
 
     async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
         """A copy of the record, unless unknown, expired or foreign."""
@@ -64,8 +73,37 @@ class MemoryTaskStore:
         """Drop every record whose TTL has elapsed."""
         doomed = [task_id for task_id, r in self._records.items() if r.expired(now)]
         for task_id in doomed:
-            del self._records[task_id]
+            record = self._records.pop(task_id)
+            if record.idempotency_key is not None:
+                self._idempotency.pop((record.owner, record.idempotency_key), None)
         return len(doomed)
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        """Remember `runner` as alive until now + `ttl`."""
+        self._heartbeats[runner] = time.time() + ttl
+
+    async def live_runners(self) -> set[str]:
+        """Runners with an unexpired heartbeat."""
+        now = time.time()
+        return {runner for runner, until in self._heartbeats.items() if until > now}
+
+    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
+        """Assign queued records to `runner`, oldest first."""
+        now = time.time()
+        queued = sorted(
+            (
+                r
+                for r in self._records.values()
+                if r.runner is None and r.status in ACTIVE_STATUSES and not r.expired(now)
+            ),
+            key=lambda r: r.created_at,
+        )[: max(limit, 0)]
+        claimed = []
+        for record in queued:
+            record.runner = runner
+            record.version += 1
+            claimed.append(dataclasses.replace(record))
+        return claimed
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process."""

@@ -35,7 +35,7 @@ __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema this code writes, recorded in the file's `PRAGMA user_version`."""
 
 MAX_BATCH = 512
@@ -63,10 +63,30 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX tasks_status ON tasks (status)",
         "CREATE INDEX tasks_expires_at ON tasks (expires_at)",
     ),
+    # 1 -> 2: runners (heartbeats), queued-task claims, idempotency keys.
+    (
+        "ALTER TABLE tasks ADD COLUMN runner TEXT",
+        "ALTER TABLE tasks ADD COLUMN idempotency_key TEXT",
+        "UPDATE tasks SET runner = json_extract(body, '$.runner'), "
+        "idempotency_key = json_extract(body, '$.idempotency_key')",
+        "CREATE INDEX tasks_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key IS NOT NULL",
+        "CREATE INDEX tasks_queued ON tasks (created_at) WHERE runner IS NULL",
+        "CREATE TABLE runners (runner TEXT PRIMARY KEY NOT NULL, expires_at REAL NOT NULL)",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
-_COLUMNS = ("task_id", "owner", "tool", "status", "version", "created_at", "updated_at")
+_COLUMNS = (
+    "task_id",
+    "owner",
+    "tool",
+    "status",
+    "version",
+    "created_at",
+    "updated_at",
+    "runner",
+    "idempotency_key",
+)
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
 _NOT_TERMINAL = "status NOT IN ('completed', 'failed', 'cancelled')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
@@ -116,20 +136,21 @@ def _dumps(value: Any) -> str:
 
 
 def _row_values(record: TaskRecord) -> tuple[Any, ...]:
-    """owner, tool, status, version, created_at, updated_at, expires_at, body (in that order)."""
+    """Every column but task_id, in `_COLUMNS` order, then expires_at and body."""
     data = record.to_dict()
-    for column in _COLUMNS:
-        del data[column]
-    return (
-        record.owner,
-        record.tool,
-        record.status,
-        record.version,
-        record.created_at,
-        record.updated_at,
-        record.expires_at,
-        _dumps(data),
-    )
+    values = tuple(data.pop(column) for column in _COLUMNS)[1:]
+    return (*values, record.expires_at, _dumps(data))
+
+
+_WRITE_COLUMNS = (*_COLUMNS, "expires_at", "body")
+_INSERT = (
+    f"INSERT INTO tasks ({', '.join(_WRITE_COLUMNS)}) VALUES ({', '.join('?' for _ in _WRITE_COLUMNS)}) "
+    "ON CONFLICT (task_id) DO NOTHING"
+)
+_UPDATE = (
+    f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _WRITE_COLUMNS[1:])} "
+    "WHERE task_id = ? AND version = ? AND status NOT IN ('completed', 'failed', 'cancelled')"
+)
 
 
 def _record(row: Sequence[Any]) -> TaskRecord:
@@ -338,20 +359,31 @@ class SqliteTaskStore:
 
     # -- the TaskStore operations --------------------------------------------------------------
 
-    async def create(self, record: TaskRecord) -> None:
-        """Insert `record`; `TaskExists` if its id is taken. Durable once this returns."""
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """Insert `record` and return it; `TaskExists` if its id is taken. Durable once this returns.
+
+        With an idempotency key already held by an unexpired record of the same owner, nothing is
+        inserted and that record is returned.
+        """
         values = (record.task_id, *_row_values(record))
+        now = time.time()
 
-        def insert(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "INSERT INTO tasks (task_id, owner, tool, status, version, created_at, updated_at, "
-                "expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING",
-                values,
-            )
-            return cursor.rowcount == 1
+        def insert(conn: sqlite3.Connection) -> TaskRecord | None:
+            if record.idempotency_key is not None:
+                row = conn.execute(
+                    f"{_SELECT} WHERE owner = ? AND idempotency_key = ? AND {_UNEXPIRED} LIMIT 1",
+                    (record.owner, record.idempotency_key, now),
+                ).fetchone()
+                if row is not None:
+                    return _record(row)
+            if conn.execute(_INSERT, values).rowcount != 1:
+                return None
+            return record
 
-        if not await self._execute(insert, write=True):
+        stored = await self._execute(insert, write=True)
+        if stored is None:
             raise TaskExists(record.task_id)
+        return stored
 
     async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
         """The record, unless unknown, expired, or owned by someone other than `owner`."""
@@ -368,28 +400,12 @@ class SqliteTaskStore:
 
     async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
         """Compare-and-set on `version`; a stored terminal record is never changed."""
-        owner, tool, status, _, created_at, updated_at, expires_at, body = _row_values(record)
-        values = (
-            owner,
-            tool,
-            status,
-            expected_version + 1,
-            created_at,
-            updated_at,
-            expires_at,
-            body,
-            record.task_id,
-            expected_version,
-        )
+        row = list(_row_values(record))
+        row[_COLUMNS.index("version") - 1] = expected_version + 1
+        values = (*row, record.task_id, expected_version)
 
         def update(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "UPDATE tasks SET owner = ?, tool = ?, status = ?, version = ?, created_at = ?, "
-                "updated_at = ?, expires_at = ?, body = ? "
-                f"WHERE task_id = ? AND version = ? AND {_NOT_TERMINAL}",
-                values,
-            )
-            return cursor.rowcount == 1
+            return conn.execute(_UPDATE, values).rowcount == 1
 
         if not await self._execute(update, write=True):
             return False
@@ -417,6 +433,52 @@ class SqliteTaskStore:
             return conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
 
         return await self._execute(delete, write=True)
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        """Record `runner` as alive until now + `ttl`."""
+        until = time.time() + ttl
+
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO runners (runner, expires_at) VALUES (?, ?) "
+                "ON CONFLICT (runner) DO UPDATE SET expires_at = excluded.expires_at",
+                (runner, until),
+            )
+
+        await self._execute(upsert, write=True)
+
+    async def live_runners(self) -> set[str]:
+        """Runners with an unexpired heartbeat."""
+        now = time.time()
+
+        def select(conn: sqlite3.Connection) -> set[str]:
+            return {row[0] for row in conn.execute("SELECT runner FROM runners WHERE expires_at > ?", (now,))}
+
+        return await self._execute(select, write=False)
+
+    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
+        """Assign up to `limit` queued records to `runner` in one transaction, oldest first."""
+        now = time.time()
+
+        def take(conn: sqlite3.Connection) -> list[TaskRecord]:
+            rows = conn.execute(
+                f"{_SELECT} WHERE runner IS NULL AND status IN ('working', 'input_required') "
+                f"AND {_UNEXPIRED} ORDER BY created_at, task_id LIMIT ?",
+                (now, max(limit, 0)),
+            ).fetchall()
+            claimed = []
+            for row in rows:
+                record = _record(row)
+                record.runner = runner
+                record.version += 1
+                conn.execute(
+                    "UPDATE tasks SET runner = ?, version = ? WHERE task_id = ?",
+                    (runner, record.version, record.task_id),
+                )
+                claimed.append(record)
+            return claimed
+
+        return await self._execute(take, write=True)
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process (not other processes sharing the file)."""

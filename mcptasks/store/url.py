@@ -1,4 +1,5 @@
-"""Build a store from a URL: `memory://`, `sqlite:///relative.db`, `sqlite:////abs/path.db`."""
+"""Build a store from a URL: `memory://`, `sqlite:///relative.db`, `sqlite:////abs/path.db`,
+`redis://...`, `postgresql://...`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ from urllib.parse import urlsplit
 
 from mcptasks.store.base import TaskStore
 
-SUPPORTED_SCHEMES = ("memory://", "sqlite:///path.db", "sqlite:///:memory:")
+SUPPORTED_SCHEMES = (
+    "memory://",
+    "sqlite:///path.db",
+    "sqlite:///:memory:",
+    "redis://host:port/db",
+    "postgresql://user@host:port/database",
+)
 
 
 def store_from_url(url: str) -> TaskStore:
@@ -34,4 +41,12 @@ def store_from_url(url: str) -> TaskStore:
         from mcptasks.store.sqlite import SqliteTaskStore
 
         return SqliteTaskStore(path)
+    if scheme in ("redis", "rediss"):
+        from mcptasks.store.redis import RedisTaskStore
+
+        return RedisTaskStore(url)
+    if scheme in ("postgresql", "postgres"):
+        from mcptasks.store.postgres import PostgresTaskStore
+
+        return PostgresTaskStore(url)
     raise ValueError(f"unsupported store URL {url!r}; supported forms: {', '.join(SUPPORTED_SCHEMES)}")

@@ -103,6 +103,10 @@ class StoreContract:
     durable: ClassVar[bool] = False
     """Set True when the store keeps records across restarts; enables the persistence tests."""
 
+    shared_notifications: ClassVar[bool] = False
+    """Set True when `publish` on one store instance reaches `subscribe` on another (Redis,
+    PostgreSQL): enables the cross-instance notification test (needs `reopen`)."""
+
     timeout: ClassVar[float] = 10.0
     """Upper bound, in seconds, for waits on notifications (never a synchronisation delay)."""
 
@@ -417,6 +421,97 @@ class StoreContract:
             task_id = _new_id()
             await store.publish(task_id)
             await self._receive(events, {task_id})
+
+    @pytest.mark.anyio
+    async def test_publish_reaches_a_subscriber_of_another_instance(self, store: TaskStore) -> None:
+        if not self.shared_notifications:
+            pytest.skip("the store's notifications stay in one process")
+        other = await self.reopen(store)
+        try:
+            async with other.subscribe() as events:
+                task_id = _new_id()
+                await store.publish(task_id)
+                await self._receive(events, {task_id})
+        finally:
+            await other.close()
+
+    # -- idempotent creation -------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_create_returns_the_record(self, store: TaskStore) -> None:
+        record = _record()
+        stored = await store.create(record)
+        assert stored.task_id == record.task_id
+
+    @pytest.mark.anyio
+    async def test_same_idempotency_key_returns_the_first_task(self, store: TaskStore) -> None:
+        first = await store.create(_record(idempotency_key="k-1"))
+        second = await store.create(_record(idempotency_key="k-1"))
+        assert second.task_id == first.task_id
+        assert len([r for r in await store.list_active() if r.idempotency_key == "k-1"]) == 1
+
+    @pytest.mark.anyio
+    async def test_idempotency_keys_are_scoped_by_owner(self, store: TaskStore) -> None:
+        mine = await store.create(_record(idempotency_key="shared"))
+        theirs = await store.create(_record(owner="bob", idempotency_key="shared"))
+        assert theirs.task_id != mine.task_id
+        assert await store.get(theirs.task_id, owner="bob") is not None
+
+    @pytest.mark.anyio
+    async def test_an_expired_task_frees_its_idempotency_key(self, store: TaskStore) -> None:
+        old = await store.create(_record(idempotency_key="k-2", created_at=time.time() - 60, ttl_ms=1000))
+        fresh = await store.create(_record(idempotency_key="k-2"))
+        assert fresh.task_id != old.task_id
+
+    # -- runners: heartbeats and claims --------------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_heartbeat_makes_a_runner_live_until_it_expires(self, store: TaskStore) -> None:
+        await store.heartbeat("runner-a", 60.0)
+        await store.heartbeat("runner-b", -1.0)
+        live = await store.live_runners()
+        assert "runner-a" in live
+        assert "runner-b" not in live
+        await store.heartbeat("runner-b", 60.0)
+        assert "runner-b" in await store.live_runners()
+        await store.heartbeat("runner-a", -1.0)
+        assert "runner-a" not in await store.live_runners()
+
+    @pytest.mark.anyio
+    async def test_claim_takes_queued_records_oldest_first(self, store: TaskStore) -> None:
+        now = time.time()
+        queued = [await store.create(_record(created_at=now - 10 + i)) for i in range(3)]
+        await store.create(_record(runner="someone-else"))
+        done = await store.create(_record())
+        done.runner = None
+        assert await store.replace(done.evolve(status="completed"), expected_version=0)
+        claimed = await store.claim("worker-1", 2)
+        assert [r.task_id for r in claimed] == [r.task_id for r in queued[:2]]
+        for record in claimed:
+            assert record.runner == "worker-1"
+            stored = await store.get(record.task_id)
+            assert (
+                stored is not None and stored.runner == "worker-1" and stored.version == record.version == 1
+            )
+        rest = await store.claim("worker-2", 10)
+        assert [r.task_id for r in rest] == [queued[2].task_id]
+        assert await store.claim("worker-3", 10) == []
+
+    @pytest.mark.anyio
+    async def test_concurrent_claimers_never_share_a_record(self, store: TaskStore) -> None:
+        ids = {(await store.create(_record())).task_id for _ in range(20)}
+        claims: dict[str, list[str]] = {}
+
+        async def claim(worker: str) -> None:
+            claims[worker] = [r.task_id for r in await store.claim(worker, 5)]
+
+        with anyio.fail_after(self.timeout):
+            async with anyio.create_task_group() as group:
+                for n in range(8):
+                    group.start_soon(claim, f"worker-{n}")
+        taken = [task_id for got in claims.values() for task_id in got]
+        assert len(taken) == len(set(taken)) == 20
+        assert set(taken) == ids
 
     # -- durability (only when `durable = True`) -----------------------------------------------
 
