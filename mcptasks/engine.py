@@ -46,7 +46,7 @@ def new_task_id() -> str:
 class _TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
-    __slots__ = ("engine", "expires_at", "scope", "stop_outcome", "task_id", "wake")
+    __slots__ = ("engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "wake")
 
     def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None) -> None:
         self.engine = engine
@@ -55,6 +55,8 @@ class _TaskRun:
         self.scope: anyio.CancelScope | None = None
         self.wake: anyio.Event | None = None
         self.stop_outcome: Outcome | None = None
+        self.final: Outcome | None = None
+        """The outcome recorded when the body ended."""
 
     def poke(self) -> None:
         """Wake the body if it waits for input."""
@@ -409,6 +411,19 @@ class TaskEngine:
             task_group.start_soon(self._execute, tool, args, run, owner, prepared)
         return record
 
+    async def settled(self, task_id: str, *, checkpoints: int = 3) -> Outcome | None:
+        """Give a just-started body a few scheduler turns; its outcome if it already finished.
+
+        This is no wall-clock wait: a body that suspends on real work (I/O, sleeps, input) is
+        not waited for. It lets the protocol answer a task that finished at once with its result.
+        """
+        run = self._runs.get(task_id)
+        for _ in range(checkpoints):
+            if run is None or run.final is not None:
+                break
+            await anyio.lowlevel.checkpoint()
+        return None if run is None else run.final
+
     async def _claim_forever(self) -> None:
         while True:
             with anyio.move_on_after(self.claim_interval):
@@ -474,8 +489,8 @@ class TaskEngine:
                     record = await self.store.get(run.task_id)
                     if record is not None and record.runner == self.instance_id:
                         await self._orphaned(record, shutdown=True)
-                else:
-                    await self._finish(run.task_id, outcome)
+                elif await self._finish(run.task_id, outcome) is not None:
+                    run.final = outcome
                 self._runs.pop(run.task_id, None)
 
     @staticmethod
@@ -544,6 +559,9 @@ class TaskEngine:
 
         With `throttle`, the engine's `poll_limit` applies (this is a client poll).
         """
+        # A checkpoint even when the store answers without suspending (memory), so a client
+        # polling in a loop in this process cannot starve the bodies it is waiting for.
+        await anyio.lowlevel.checkpoint()
         record = await self.store.get(task_id, owner=owner)
         if record is None:
             raise TaskNotFound(task_id)

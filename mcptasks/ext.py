@@ -87,7 +87,9 @@ class TasksExtension(Extension):
     `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, ...) are
     passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
     extension: `"inline"` (default), `"tools"` (start the task, list `task_status` /
-    `task_answer` / `task_cancel`; see `mcptasks.fallback`) or `"reject"` (-32021). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
+    `task_answer` / `task_cancel`; see `mcptasks.fallback`) or `"reject"` (-32021).
+    `immediate_results`: a task whose body finishes without suspending is answered with its result
+    at once instead of a task handle (the extension allows either). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
     several replicas serve one URL).
     """
 
@@ -102,6 +104,7 @@ class TasksExtension(Extension):
         poll_limit: PollLimit = "off",
         adaptive_poll_max: float | None = None,
         fallback: FallbackMode = "inline",
+        immediate_results: bool = True,
         engine: TaskEngine | None = None,
     ) -> None:
         self.engine = (
@@ -109,7 +112,12 @@ class TasksExtension(Extension):
             if engine is not None
             else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max)
         )
-        self.protocol = TasksProtocol(self.engine, codec=RequestStateCodec(secret), fallback=fallback)
+        self.protocol = TasksProtocol(
+            self.engine,
+            codec=RequestStateCodec(secret),
+            fallback=fallback,
+            immediate_results=immediate_results,
+        )
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         for tool in tools:
             self.add_tool(tool)

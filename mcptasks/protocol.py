@@ -161,7 +161,13 @@ def _declared_or_before_task(capabilities: Mapping[str, Any]) -> Callable[[Input
 
 
 class TasksProtocol:
-    """Serves the extension for a set of task tools on top of a `TaskEngine`."""
+    """Serves the extension for a set of task tools on top of a `TaskEngine`.
+
+    `fallback` is the server-wide fallback mode (see `mcptasks.fallback`). With
+    `immediate_results` (default), a task whose body completes without ever suspending (it did no
+    real work) is answered with its `CallToolResult` at once, which the extension allows; the
+    task record exists all the same.
+    """
 
     def __init__(
         self,
@@ -170,12 +176,14 @@ class TasksProtocol:
         *,
         codec: RequestStateCodec | None = None,
         fallback: FallbackMode = "inline",
+        immediate_results: bool = True,
     ) -> None:
         if fallback not in FALLBACK_MODES:
             raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)}, got {fallback!r}")
         self.engine = engine
         self.codec = codec if codec is not None else RequestStateCodec()
         self.fallback: FallbackMode = fallback
+        self.immediate_results = immediate_results
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
@@ -279,6 +287,10 @@ class TasksProtocol:
                 prepared=prepared,
                 idempotency_key=idempotency_key(request_meta),
             )
+            if self.immediate_results and prepared is None:
+                early = await self.engine.settled(record.task_id)
+                if early is not None and early.result is not None:
+                    return {"resultType": "complete", **early.result}
             return create_task_result(record, self.engine.poll_interval_ms(record))
         if mode == "tools":
             record = await self.engine.start(

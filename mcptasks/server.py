@@ -31,7 +31,9 @@ class TaskServer:
         app.run()                      # stdio; app.run("http", port=8000) for Streamable HTTP
 
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
-    with `@app.tool`. Extra keyword arguments go to `MCPServer` (auth, instructions, ...).
+    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback` and
+    `immediate_results` configure the tasks side (see `TasksExtension`); other keyword arguments go
+    to `MCPServer` (auth, instructions, ...).
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class TaskServer:
         poll_limit: PollLimit = "off",
         adaptive_poll_max: float | None = None,
         fallback: FallbackMode = "inline",
+        immediate_results: bool = True,
         **mcp_options: Any,
     ) -> None:
         self.extension = TasksExtension(
@@ -52,6 +55,7 @@ class TaskServer:
             poll_limit=poll_limit,
             adaptive_poll_max=adaptive_poll_max,
             fallback=fallback,
+            immediate_results=immediate_results,
         )
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(

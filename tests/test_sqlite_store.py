@@ -268,7 +268,7 @@ def test_store_from_url_memory() -> None:
         ("sqlite://", "names no file"),
         ("sqlite:///", "names no file"),
         ("sqlite://host/x.db", "host part"),
-        ("postgres://db/tasks", "supported forms"),
+        ("mysql://db/tasks", "supported forms"),
         ("", "non-empty"),
         ("tasks.db", "supported forms"),
     ],

@@ -254,8 +254,10 @@ def _split_url(url: str) -> tuple[str, str | None, str]:
     schemas = [value for key, value in query if key == "schema"]
     if len(schemas) > 1:
         raise ValueError(f"PostgreSQL URL names more than one schema: {schemas!r}")
-    rest = [(key, value) for key, value in query if key != "schema"]
-    dsn = urlunsplit(parts._replace(query=urlencode(rest)))
+    dsn = url.strip()
+    if schemas:  # asyncpg would send unknown parameters to the server as settings
+        rest = [(key, value) for key, value in query if key != "schema"]
+        dsn = urlunsplit(parts._replace(query=urlencode(rest)))
     userinfo, at, hosts = parts.netloc.rpartition("@")
     user = userinfo.partition(":")[0]
     shown = f"{user}{at}{hosts}{parts.path}"
