@@ -39,7 +39,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, TypeVar
 
@@ -642,28 +642,33 @@ class _Interrupted:
 INTERRUPTED = _Interrupted()
 
 
-async def until_interrupted(work: Callable[[], Awaitable[T]]) -> T | _Interrupted:
-    """Run `work`, or stop it at the first SIGINT and return `INTERRUPTED`."""
+async def until_interrupted(
+    work: Callable[[], Awaitable[T]], signals: AsyncIterator[Any]
+) -> T | _Interrupted:
+    """Run `work`, or stop it at the next signal from `signals` and return `INTERRUPTED`.
+
+    `signals` is an open `anyio.open_signal_receiver(SIGINT)` kept open across calls, so a
+    Ctrl-C between two calls is queued rather than lost (or raised as `KeyboardInterrupt`).
+    """
     outcome: T | _Interrupted = INTERRUPTED
     failure: BaseException | None = None
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async with anyio.create_task_group() as group:
+    async with anyio.create_task_group() as group:
 
-            async def watch_signals() -> None:
-                async for _ in signals:
-                    group.cancel_scope.cancel()
-                    return
-
-            async def run() -> None:
-                nonlocal outcome, failure
-                try:
-                    outcome = await work()
-                except Exception as exc:
-                    failure = exc
+        async def watch_signals() -> None:
+            async for _ in signals:
                 group.cancel_scope.cancel()
+                return
 
-            group.start_soon(watch_signals)
-            group.start_soon(run)
+        async def run() -> None:
+            nonlocal outcome, failure
+            try:
+                outcome = await work()
+            except Exception as exc:
+                failure = exc
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch_signals)
+        group.start_soon(run)
     if failure is not None:
         raise failure
     return outcome
@@ -704,7 +709,7 @@ class CallCommand:
 
     def resume_hint(self, task_id: str) -> str:
         """The command line that resumes following `task_id`."""
-        words = [PROG, "call", *self.target.words(), self.tool, "--resume", task_id]
+        words = [PROG, "call", *self.target.words(), self.tool, f"--resume={task_id}"]
         return shlex.join(words)
 
     def error(self, text: str) -> None:
@@ -732,8 +737,10 @@ class CallCommand:
                 handle = outcome
                 if self.detach:
                     return self.report_detached(handle)
-                status.note(f"{PROG}: task {handle.task_id} started (Ctrl-C to cancel or detach)")
-            return await self.follow(handle, status)
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                if self.resume is None:
+                    status.note(f"{PROG}: task {handle.task_id} started (Ctrl-C to cancel or detach)")
+                return await self.follow(handle, status, signals)
 
     def report_detached(self, handle: TaskHandle) -> int:
         """Print the new task's id (stdout) and how to resume it (stderr)."""
@@ -746,7 +753,7 @@ class CallCommand:
         _write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
         return EXIT_OK
 
-    async def follow(self, handle: TaskHandle, status: StatusLine) -> int:
+    async def follow(self, handle: TaskHandle, status: StatusLine, signals: AsyncIterator[Any]) -> int:
         """Watch the task to its end, handling Ctrl-C."""
         while True:
 
@@ -763,12 +770,12 @@ class CallCommand:
                 return final
 
             try:
-                outcome = await until_interrupted(watch)
+                outcome = await until_interrupted(watch, signals)
             finally:
                 status.clear()
             if isinstance(outcome, DetailedTask):
                 return self.report_task(outcome)
-            choice = await self.ask_after_interrupt(handle)
+            choice = await self.ask_after_interrupt(handle, signals)
             if choice == "detach":
                 _write(self.stderr, f"{PROG}: detached; task {handle.task_id} keeps running. Resume with:\n")
                 _write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
@@ -782,7 +789,9 @@ class CallCommand:
             if choice == "cancel":
                 return await self.cancel(handle)
 
-    async def ask_after_interrupt(self, handle: TaskHandle) -> Literal["cancel", "detach", "wait"]:
+    async def ask_after_interrupt(
+        self, handle: TaskHandle, signals: AsyncIterator[Any]
+    ) -> Literal["cancel", "detach", "wait"]:
         """Ask what Ctrl-C should do (detach when there is no terminal or on a second Ctrl-C)."""
         if not self.interactive:
             return "detach"
@@ -793,7 +802,7 @@ class CallCommand:
                 f"\nTask {handle.task_id} is still running. "
                 "[c]ancel it, [d]etach (leave it running), or [w]ait? [w] ",
             )
-            answer = await until_interrupted(line_input.readline)
+            answer = await until_interrupted(line_input.readline, signals)
             if isinstance(answer, _Interrupted) or answer is None:
                 _write(self.stderr, "\n")
                 return "detach"
@@ -830,7 +839,9 @@ class CallCommand:
             _write(self.stdout, _json(task.to_wire()) + "\n")
         if task.status == "failed":
             failure = TaskFailed(task)
-            detail = f": {_json(failure.data)}" if failure.data is not None and not self.json_output else ""
+            detail = (
+                f": {json.dumps(failure.data)}" if failure.data is not None and not self.json_output else ""
+            )
             self.error(f"task {task.task_id} failed: {failure.message} (code {failure.code}){detail}")
             return EXIT_FAILED
         reason = f": {task.status_message}" if task.status_message else ""
@@ -959,7 +970,7 @@ def run_pending(args: argparse.Namespace) -> int:
             where = ["--stdio", entry.server.removeprefix("stdio:")]
         else:
             where = [entry.server]
-        hint = shlex.join([PROG, "call", *where, entry.tool or "TOOL", "--resume", entry.task_id])
+        hint = shlex.join([PROG, "call", *where, entry.tool or "TOOL", f"--resume={entry.task_id}"])
         _write(sys.stdout, f"{stamp}  {entry.status:<15} {entry.tool or '?'}  {entry.task_id}\n  {hint}\n")
     return EXIT_OK
 

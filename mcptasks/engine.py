@@ -38,6 +38,9 @@ async def _close_body(body: Any) -> None:
         await body.aclose()
 
 
+_HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
+
+
 def new_task_id() -> str:
     """A fresh task id: 256 random bits from `secrets`, URL-safe (43 characters)."""
     return secrets.token_urlsafe(32)
@@ -46,22 +49,23 @@ def new_task_id() -> str:
 class _TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
-    __slots__ = ("engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "wake")
+    __slots__ = ("engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "waiters")
 
     def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None) -> None:
         self.engine = engine
         self.task_id = task_id
         self.expires_at = expires_at
         self.scope: anyio.CancelScope | None = None
-        self.wake: anyio.Event | None = None
+        self.waiters: list[anyio.Event] | None = None
+        """One event per `ask` waiting for answers (a body may wait in several at once)."""
         self.stop_outcome: Outcome | None = None
         self.final: Outcome | None = None
         """The outcome recorded when the body ended."""
 
     def poke(self) -> None:
         """Wake the body if it waits for input."""
-        if self.wake is not None:
-            self.wake.set()
+        for waiter in self.waiters or ():
+            waiter.set()
 
     def stop(self, outcome: Outcome | None = None) -> None:
         """Cancel the body at its next checkpoint; `outcome` is recorded unless already terminal."""
@@ -127,20 +131,28 @@ class _TaskRun:
     async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
         """Wait until every key has an answer, then take the answers out of the record."""
         store = self.engine.store
-        while True:
-            self.wake = anyio.Event()
-            record = await store.get(self.task_id)
-            if record is None or record.terminal:
-                self.wake = None
-                await self._halt()
-                raise AssertionError("unreachable")  # pragma: no cover
-            responses = record.input_responses
-            received = {i: responses[key] for i, key in keys.items() if key in responses}
-            if len(received) == len(keys):
-                break
-            with anyio.move_on_after(self.engine.input_poll_interval):
-                await self.wake.wait()
-        self.wake = None
+        if self.waiters is None:
+            self.waiters = []
+        try:
+            while True:
+                wake = anyio.Event()
+                self.waiters.append(wake)
+                try:
+                    record = await store.get(self.task_id)
+                    if record is None or record.terminal:
+                        await self._halt()
+                        raise AssertionError("unreachable")  # pragma: no cover
+                    responses = record.input_responses
+                    received = {i: responses[key] for i, key in keys.items() if key in responses}
+                    if len(received) == len(keys):
+                        break
+                    with anyio.move_on_after(self.engine.input_poll_interval):
+                        await wake.wait()
+                finally:
+                    self.waiters.remove(wake)
+        finally:
+            if not self.waiters:
+                self.waiters = None
         consumed = set(keys.values())
 
         def consume(record: TaskRecord) -> TaskRecord:
@@ -242,6 +254,7 @@ class TaskEngine:
         self._runs: dict[str, _TaskRun] = {}
         self._last_poll: dict[str, float] = {}
         self._claim_wakeup = anyio.Event()
+        self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
 
@@ -304,19 +317,29 @@ class TaskEngine:
         back in the queue when its tool has `retry_on_crash` and attempts are left. Bodies running
         here whose record became terminal or vanished (a missed notification) are stopped.
         """
+        running_before = dict(self._runs)
+        claiming = self._claiming
         live = await self.store.live_runners()
-        live.add(self.instance_id)
         active: set[str] = set()
         count = 0
         for record in await self.store.list_active():
             active.add(record.task_id)
-            if record.runner is None or record.runner in live or record.task_id in self._runs:
+            if record.runner is None or record.task_id in self._runs:
+                continue
+            if record.runner == self.instance_id:
+                # Ours but not running here: left by an earlier life of this instance id, unless
+                # a claim is registering it right now.
+                if claiming or self._claiming:
+                    continue
+            elif record.runner in live:
                 continue
             if await self._orphaned(record):
                 count += 1
-        for task_id, run in list(self._runs.items()):
-            if task_id not in active and run.scope is not None:
-                run.stop()
+        for task_id, run in running_before.items():
+            if task_id not in active and self._runs.get(task_id) is run:
+                current = await self.store.get(task_id)
+                if current is None or current.terminal:
+                    run.stop()
         return count
 
     async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
@@ -439,10 +462,17 @@ class TaskEngine:
         room = 256 if self.max_concurrent is None else self.max_concurrent - len(self._runs)
         if room <= 0:
             return 0
-        claimed = await self.store.claim(self.instance_id, room)
+        self._claiming += 1
+        try:
+            claimed = await self.store.claim(self.instance_id, room)
+            for record in claimed:
+                self._runs.setdefault(record.task_id, _TaskRun(self, record.task_id, record.expires_at))
+        finally:
+            self._claiming -= 1
         for record in claimed:
             tool = self.tools.get(record.tool)
             if tool is None:
+                self._runs.pop(record.task_id, None)
                 message = f"No worker knows the task tool {record.tool!r}; the task cannot run."
                 await self._finish(
                     record.task_id, Outcome("failed", error={"code": INTERNAL_ERROR, "message": message})
@@ -451,11 +481,10 @@ class TaskEngine:
             try:
                 args = tool.validate_arguments(record.arguments)
             except ToolError as exc:
+                self._runs.pop(record.task_id, None)
                 await self._finish(record.task_id, Outcome("completed", result=error_result(str(exc))))
                 continue
-            run = _TaskRun(self, record.task_id, record.expires_at)
-            self._runs[record.task_id] = run
-            task_group.start_soon(self._execute, tool, args, run, record.owner, None)
+            task_group.start_soon(self._execute, tool, args, self._runs[record.task_id], record.owner, None)
         return len(claimed)
 
     async def _execute(
@@ -482,7 +511,12 @@ class TaskEngine:
                     context._rebind(run)
                 outcome = await run_body(body, run, tool.name, pending=pending)
             if scope.cancelled_caught:
-                outcome = run.stop_outcome or self._ttl_outcome(tool)
+                if run.stop_outcome is not None:
+                    outcome = run.stop_outcome
+                elif anyio.current_time() >= scope.deadline:
+                    outcome = self._ttl_outcome(tool)
+                else:  # stopped because the record ended or vanished: nothing left to write
+                    outcome = _HALTED
         finally:
             with anyio.CancelScope(shield=True):
                 if outcome is None:  # the engine is shutting down: release or fail the task
