@@ -1,10 +1,13 @@
 """`mcptasks call` and `mcptasks tasks`: call a tool from the shell and follow its task.
 
-    mcptasks call URL TOOL [key=value ...] [--json ARGS] [--detach] [--resume ID] [--json-output]
+    mcptasks call URL TOOL [key=value ...] [--json ARGS] [--detach] [--resume=ID] [--json-output]
     mcptasks call --stdio "CMD ..." TOOL [key=value ...]
-    mcptasks tasks get (URL | --stdio "CMD ...") TASK_ID
-    mcptasks tasks cancel (URL | --stdio "CMD ...") TASK_ID
+    mcptasks tasks get (URL | --stdio "CMD ...") [--] TASK_ID
+    mcptasks tasks cancel (URL | --stdio "CMD ...") [--] TASK_ID
     mcptasks tasks pending [--ledger PATH]
+
+Task ids are opaque and may start with `-`: write `--resume=ID`, and put `--` before a TASK_ID
+given as a positional argument (the hints this command prints do so).
 
 A `key=value` argument is parsed as JSON when it is valid JSON (`n=3`, `ok=true`, `tags=["a"]`)
 and taken as a string otherwise (`name=Ada`); `--json '{...}'` gives the arguments as one object
@@ -674,6 +677,27 @@ async def until_interrupted(
     return outcome
 
 
+async def _no_signals() -> AsyncIterator[Any]:
+    await anyio.sleep_forever()
+    yield  # pragma: no cover - never reached
+
+
+@contextlib.contextmanager
+def _interrupts() -> Iterator[AsyncIterator[Any]]:
+    """SIGINT as an async iterator while the block runs (nothing where the platform cannot,
+    in which case Ctrl-C stays a `KeyboardInterrupt`)."""
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT)
+        signals = receiver.__enter__()
+    except NotImplementedError:
+        yield _no_signals()
+        return
+    try:
+        yield signals
+    finally:
+        receiver.__exit__(None, None, None)
+
+
 def _leaf(exc: BaseException) -> BaseException:
     while True:
         inner = getattr(exc, "exceptions", None)
@@ -737,7 +761,7 @@ class CallCommand:
                 handle = outcome
                 if self.detach:
                     return self.report_detached(handle)
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            with _interrupts() as signals:
                 if self.resume is None:
                     status.note(f"{PROG}: task {handle.task_id} started (Ctrl-C to cancel or detach)")
                 return await self.follow(handle, status, signals)

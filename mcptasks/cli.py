@@ -72,15 +72,28 @@ def _check_port(host: str, port: int) -> None:
 
 
 def _store(store: str | None) -> Any:
+    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+    import anyio
+
     from mcptasks.store.url import store_from_url
 
     store_url = store or os.environ.get(STORE_ENV)
     if not store_url:
         return None
     try:
-        return store_from_url(store_url)
+        store_object = store_from_url(store_url)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+    async def probe() -> None:
+        await store_object.open()
+        await store_object.close()
+
+    try:
+        anyio.run(probe)
+    except Exception as exc:
+        raise CliError(f"cannot open the task store {store_url!r}: {exc}") from None
+    return store_object
 
 
 def _extension(server: Any, target: str) -> Any:

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import anyio
 import mcp_types as types
@@ -69,6 +69,7 @@ from mcp_types import CallToolResult, ErrorData, Request, RequestParams, Result
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
+from mcptasks.protocol import IDEMPOTENCY_META
 from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
 
 __all__ = [
@@ -924,6 +925,7 @@ async def start_tool_call(
     arguments: dict[str, Any] | None = None,
     *,
     meta: types.RequestParamsMeta | None = None,
+    idempotency_key: str | None = None,
     ledger: TaskLedger | None = None,
     server_id: str | None = None,
 ) -> CallToolResult | TaskHandle:
@@ -933,11 +935,15 @@ async def start_tool_call(
     The client must carry a `TasksClient` extension. Input the server needs before the task
     exists (multi round-trip requests) is answered through the client's callbacks first. The
     task is recorded in `ledger` (default: the extension's) under `server_id` (default: the
-    extension's, else derived from the client's target).
+    extension's, else derived from the client's target). `idempotency_key` (an mcptasks server
+    feature, ignored by other servers) makes a retried call return the task the first created.
     """
     extension = _tasks_client_of(client)
     if extension is None:
         raise ValueError("start_tool_call needs a client built with Client(..., extensions=[TasksClient()])")
+    if idempotency_key is not None:
+        merged: dict[str, Any] = {**(meta or {}), IDEMPOTENCY_META: idempotency_key}
+        meta = cast(types.RequestParamsMeta, merged)
     start = _Start(tool=name)
     token = _STARTING.set(start)
     try:

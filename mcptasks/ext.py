@@ -21,7 +21,7 @@ import json
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, overload
 
 from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -142,7 +142,15 @@ class TasksExtension(Extension):
         for definition in self.protocol.fallback_tool_definitions():
             _register(server, definition)
 
-    def task_tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]) -> Any:
+    @overload
+    def task_tool(self, fn: Callable[..., Any]) -> TaskTool: ...
+
+    @overload
+    def task_tool(self, **options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+
+    def task_tool(
+        self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskToolOptions]
+    ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
         """Decorator: `@ext.task_tool` or `@ext.task_tool(...)` with the options of `mcptasks.task_tool`."""
 
         def decorate(function: Callable[..., Any]) -> TaskTool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -68,9 +68,19 @@ class TaskServer:
         """The server's name."""
         return str(self.mcp.name)
 
-    def task_tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]) -> Any:
+    @overload
+    def task_tool(self, fn: Callable[..., Any]) -> TaskTool: ...
+
+    @overload
+    def task_tool(self, **options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+
+    def task_tool(
+        self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskToolOptions]
+    ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
         """Register a task tool: `@app.task_tool` or `@app.task_tool(...)` (see `mcptasks.task_tool`)."""
-        return self.extension.task_tool(fn, **options)
+        if fn is not None:
+            return self.extension.task_tool(fn)
+        return self.extension.task_tool(**options)
 
     def add_task_tool(self, tool: TaskTool) -> TaskTool:
         """Register a function already decorated with `mcptasks.task_tool`."""
