@@ -1,7 +1,8 @@
 """mcptasks: long-running MCP tools with the Tasks extension (`io.modelcontextprotocol/tasks`).
 
 Everything public is re-exported here; nothing else is promised. The SDK hosts (`TaskServer`,
-`TasksExtension`) are loaded on first use, so the engine imports without the `mcp` SDK.
+`TasksExtension`) and the Redis / PostgreSQL stores are loaded on first use, so the engine imports
+without the `mcp` SDK or the optional database drivers.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
-from mcptasks.tool import InvalidArguments, TaskTool, task_tool
+from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
 from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
 from mcptasks.yields import (
     Elicit,
@@ -31,10 +32,17 @@ from mcptasks.yields import (
 if TYPE_CHECKING:
     from mcptasks.ext import TasksExtension
     from mcptasks.server import TaskServer
+    from mcptasks.store.postgres import PostgresTaskStore
+    from mcptasks.store.redis import RedisTaskStore
 
 __version__ = "0.1.0"
 
-_HOSTS = {"TaskServer": "mcptasks.server", "TasksExtension": "mcptasks.ext"}
+_HOSTS = {
+    "TaskServer": "mcptasks.server",
+    "TasksExtension": "mcptasks.ext",
+    "RedisTaskStore": "mcptasks.store.redis",
+    "PostgresTaskStore": "mcptasks.store.postgres",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +59,7 @@ __all__ = [
     "BodyChannel",
     "Elicit",
     "Elicitation",
+    "FallbackMode",
     "InputRequest",
     "Inputs",
     "InvalidAnswer",
@@ -59,7 +68,9 @@ __all__ = [
     "MemoryTaskStore",
     "Outcome",
     "PollTooFast",
+    "PostgresTaskStore",
     "ProtocolError",
+    "RedisTaskStore",
     "Result",
     "Root",
     "Sample",
@@ -76,6 +87,7 @@ __all__ = [
     "TaskStore",
     "TaskSupport",
     "TaskTool",
+    "TaskToolOptions",
     "TasksExtension",
     "TasksProtocol",
     "ToolError",

@@ -70,6 +70,7 @@ from mcptasks.client import (
     TaskFailed,
     TaskHandle,
     TaskLedger,
+    TaskNotFound,
     TasksClient,
     server_identity,
     start_tool_call,
@@ -730,6 +731,8 @@ class CallCommand:
     live: bool = False
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    handle: TaskHandle | None = field(default=None, init=False)
+    """The task being followed (set once it exists)."""
 
     def resume_hint(self, task_id: str) -> str:
         """The command line that resumes following `task_id`."""
@@ -741,7 +744,23 @@ class CallCommand:
         _write(self.stderr, f"{PROG}: error: {text}\n")
 
     async def run(self) -> int:
-        """Call the tool and follow the task; the exit status."""
+        """Call the tool and follow the task; the exit status.
+
+        When following fails for another reason than the task's own end (the connection broke,
+        say), the command that resumes the task is printed before the error propagates.
+        """
+        try:
+            return await self._run()
+        except Exception as exc:
+            handle = self.handle
+            leaf = _leaf(exc)
+            ended = isinstance(leaf, TaskNotFound) or getattr(leaf, "cancelled", False) is True
+            if handle is not None and not ended and (handle.last is None or not handle.last.terminal):
+                _write(self.stderr, f"\n{PROG}: task {handle.task_id} may still be running; resume with:\n")
+                _write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
+            raise
+
+    async def _run(self) -> int:
         status = StatusLine(self.stderr, live=self.live)
         prompter: FormPrompter | DeclineWithoutTerminal
         if self.interactive:
@@ -754,11 +773,13 @@ class CallCommand:
         async with self.target.client(extension, elicitation_callback=prompter) as client:
             if self.resume is not None:
                 handle = TaskHandle.resume(client, self.resume, tool=self.tool)
+                self.handle = handle
             else:
                 outcome = await start_tool_call(client, self.tool, self.arguments)
                 if isinstance(outcome, CallToolResult):
                     return self.report_result(outcome)
                 handle = outcome
+                self.handle = handle
                 if self.detach:
                     return self.report_detached(handle)
             with _interrupts() as signals:

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,9 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mcptasks` and `python -m mcptasks`."""
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "lease_ttl", None) is not None and not args.lease_ttl > 0:
+            raise CliError("--lease-ttl must be a positive number of seconds")
         if args.command == "serve":
-            if args.lease_ttl is not None and not args.lease_ttl > 0:
-                raise CliError("--lease-ttl must be a positive number of seconds")
             if not 0 < args.port < 65536:
                 raise CliError(f"--port must be between 1 and 65535, got {args.port}")
             serve(
@@ -237,7 +237,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 port=args.port,
                 path=args.path,
                 store=args.store,
+                enqueue_only=args.enqueue_only,
+                lease_ttl=args.lease_ttl,
             )
+        elif args.command == "worker":
+            if args.concurrency is not None and args.concurrency < 1:
+                raise CliError("--concurrency must be a positive integer")
+            work(args.target, store=args.store, concurrency=args.concurrency, lease_ttl=args.lease_ttl)
+        else:
+            handler: Callable[[argparse.Namespace], int] = args.handler
+            return handler(args)
     except CliError as exc:
         print(f"mcptasks: error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ compare-and-set writes, so concurrent polls, updates and cancels cannot lose or 
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import time
@@ -19,15 +20,17 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import Outcome, Pending, run_body, wire_requests
-from mcptasks.errors import PollTooFast, TaskNotFound, ToolError
+from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tool import TaskTool
-from mcptasks.wire import INTERNAL_ERROR
+from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
 PollLimit = Literal["off", "delay", "reject"]
+
+logger = logging.getLogger("mcptasks")
 
 WORKER_LOST_MESSAGE = "The server running this task restarted or stopped responding; its work was lost."
 SHUTDOWN_MESSAGE = "The server shut down while this task was running."
@@ -86,7 +89,12 @@ class _TaskRun:
         def change(record: TaskRecord) -> TaskRecord | None:
             return None if record.status_message == message else record.evolve(status_message=message)
 
-        if await self.engine._mutate(self.task_id, change) is None:
+        try:
+            written = await self.engine._mutate(self.task_id, change)
+        except Exception:
+            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
+            return
+        if written is None:
             await self._halt()
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
@@ -253,7 +261,7 @@ class TaskEngine:
             self.register(tool)
         self._runs: dict[str, _TaskRun] = {}
         self._last_poll: dict[str, float] = {}
-        self._claim_wakeup = anyio.Event()
+        self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
@@ -305,7 +313,16 @@ class TaskEngine:
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
         while True:
             await anyio.sleep(interval)
+            await self._guarded(duty)
+
+    @staticmethod
+    async def _guarded(duty: Callable[[], Awaitable[object]]) -> None:
+        """Run a background duty; a failure (say, the store is briefly unreachable) is logged and
+        the duty runs again next time instead of taking the engine down."""
+        try:
             await duty()
+        except Exception:
+            logger.warning("mcptasks background duty %s failed; will retry", duty.__name__, exc_info=True)
 
     async def _heartbeat(self) -> None:
         await self.store.heartbeat(self.instance_id, self.lease_ttl)
@@ -427,6 +444,13 @@ class TaskEngine:
             self._runs.pop(record.task_id, None)
             if prepared is not None:
                 await _close_body(prepared[0])
+            if stored.tool != record.tool or stored.arguments != record.arguments:
+                raise ProtocolError(
+                    INVALID_PARAMS,
+                    "This idempotency key was already used for a different call (another tool or "
+                    "other arguments); use a new key for a new call.",
+                    {"taskId": stored.task_id} if stored.tool == record.tool else None,
+                )
             return stored
         if run is None:
             await self.store.publish(record.task_id)
@@ -449,10 +473,10 @@ class TaskEngine:
 
     async def _claim_forever(self) -> None:
         while True:
+            wakeup = self._claim_wakeup = anyio.Event()
+            await self._guarded(self.claim)
             with anyio.move_on_after(self.claim_interval):
-                await self._claim_wakeup.wait()
-            self._claim_wakeup = anyio.Event()
-            await self.claim()
+                await wakeup.wait()
 
     async def claim(self) -> int:
         """Take queued tasks from the store and run them here; return how many were started."""
@@ -519,13 +543,19 @@ class TaskEngine:
                     outcome = _HALTED
         finally:
             with anyio.CancelScope(shield=True):
-                if outcome is None:  # the engine is shutting down: release or fail the task
-                    record = await self.store.get(run.task_id)
-                    if record is not None and record.runner == self.instance_id:
-                        await self._orphaned(record, shutdown=True)
-                elif await self._finish(run.task_id, outcome) is not None:
-                    run.final = outcome
-                self._runs.pop(run.task_id, None)
+                try:
+                    if outcome is None:  # the engine is shutting down: release or fail the task
+                        record = await self.store.get(run.task_id)
+                        if record is not None and record.runner == self.instance_id:
+                            await self._orphaned(record, shutdown=True)
+                    elif await self._finish(run.task_id, outcome) is not None:
+                        run.final = outcome
+                except Exception:
+                    # The store failed the final write: the task stays active and, once this
+                    # instance is gone or restarted, the reaper fails (or re-runs) it.
+                    logger.exception("could not record the end of task %s", run.task_id)
+                finally:
+                    self._runs.pop(run.task_id, None)
 
     @staticmethod
     def _ttl_outcome(tool: TaskTool) -> Outcome:
@@ -674,14 +704,31 @@ class TaskEngine:
     # -- background duties ---------------------------------------------------------------------
 
     async def _listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with self.store.subscribe() as changes:
-            task_status.started()
-            async for task_id in changes:
-                run = self._runs.get(task_id)
-                if run is not None and self._task_group is not None:
-                    self._task_group.start_soon(self._refresh, run)
-                elif run is None and self.run_tasks:
-                    self._claim_wakeup.set()
+        started = False
+        delay = 0.1
+        while True:
+            try:
+                async with self.store.subscribe() as changes:
+                    if not started:
+                        task_status.started()
+                        started = True
+                    delay = 0.1
+                    async for task_id in changes:
+                        self._changed(task_id)
+            except Exception:
+                if not started:
+                    raise
+                # Notifications are a fast path; the reaper and the claim loop poll meanwhile.
+                logger.warning("mcptasks change subscription failed; resubscribing", exc_info=True)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _changed(self, task_id: str) -> None:
+        run = self._runs.get(task_id)
+        if run is not None and self._task_group is not None:
+            self._task_group.start_soon(self._guarded, lambda: self._refresh(run))
+        elif run is None and self.run_tasks and self._claim_wakeup is not None:
+            self._claim_wakeup.set()
 
     async def _refresh(self, run: _TaskRun) -> None:
         record = await self.store.get(run.task_id)

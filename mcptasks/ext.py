@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, overload
 
+import anyio
 from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
@@ -119,6 +120,8 @@ class TasksExtension(Extension):
             immediate_results=immediate_results,
         )
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
+        self._lifespan_guests = 0
+        self._guests_left = anyio.Event()
         for tool in tools:
             self.add_tool(tool)
 
@@ -174,17 +177,42 @@ class TasksExtension(Extension):
         self.engine.store = store_from_url(store) if isinstance(store, str) else store
 
     def lifespan(self, user: Lifespan | None = None) -> Lifespan:
-        """A lifespan for `MCPServer(lifespan=...)` that runs the engine around `user`'s lifespan."""
-        engine = self.engine
+        """A lifespan for `MCPServer(lifespan=...)` that runs the engine around `user`'s lifespan.
+
+        The SDK may enter a server's lifespan more than once at a time (one per in-process
+        client): the first entry starts the engine, later ones share it, and the first one's exit
+        waits until the others have left before stopping it.
+        """
+
+        @asynccontextmanager
+        async def with_user(server: MCPServer[Any]) -> AsyncIterator[Any]:
+            if user is None:
+                yield {}
+            else:
+                async with user(server) as state:
+                    yield state
 
         @asynccontextmanager
         async def lifespan(server: MCPServer[Any]) -> AsyncIterator[Any]:
-            async with engine:
-                if user is None:
-                    yield {}
-                else:
-                    async with user(server) as state:
+            if self.engine.running:
+                self._lifespan_guests += 1
+                try:
+                    async with with_user(server) as state:
                         yield state
+                finally:
+                    self._lifespan_guests -= 1
+                    if self._lifespan_guests == 0:
+                        self._guests_left.set()
+                return
+            async with self.engine:
+                try:
+                    async with with_user(server) as state:
+                        yield state
+                finally:
+                    if self._lifespan_guests:
+                        self._guests_left = anyio.Event()
+                        with anyio.CancelScope(shield=True):
+                            await self._guests_left.wait()
 
         return lifespan
 

@@ -7,6 +7,9 @@ imports a host SDK, so any host can serve it.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -114,6 +117,28 @@ def _lower_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
     return {str(k).lower(): str(v) for k, v in headers.items()}
 
 
+_BASE64_HEADER = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+
+def decode_header_value(value: str) -> str | None:
+    """A header value as sent, or the text of its `=?base64?...?=` form (SEP-2243).
+
+    A malformed encoded value (bad or non-canonical base64, bad UTF-8) gives None, so it never
+    matches anything.
+    """
+    match = _BASE64_HEADER.fullmatch(value)
+    if match is None:
+        return value
+    payload = match.group("payload")
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != payload:
+            return None
+        return decoded.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
 def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] | None) -> None:
     """On HTTP, `Mcp-Method` must equal the method and `Mcp-Name` the task id (-32020 otherwise).
 
@@ -132,7 +157,7 @@ def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] 
         raise ProtocolError(
             HEADER_MISMATCH, f"{method} over HTTP needs an Mcp-Name header equal to params.taskId"
         )
-    if sent_name.strip() != task_id:
+    if decode_header_value(sent_name.strip()) != task_id:
         raise ProtocolError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
 
 

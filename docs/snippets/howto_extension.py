@@ -1,0 +1,57 @@
+"""The Tasks extension on your own `MCPServer` (no `TaskServer`).
+
+Run it:  mcptasks serve docs/snippets/howto_extension.py:server --transport http --port 8000
+"""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+from mcptasks import TaskContext, TasksExtension
+
+# --8<-- [start:server]
+tasks = TasksExtension(store="memory://", poll_limit="delay")
+
+
+@asynccontextmanager
+async def app_lifespan(server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+    """Your own lifespan: open connections here; the task engine runs around it."""
+    yield {"greeting": "Hello"}
+
+
+server = MCPServer("inventory", extensions=[tasks], lifespan=tasks.lifespan(app_lifespan))
+tasks.attach(server)  # lists the task tools in tools/list (now and when added later)
+
+
+@server.tool()
+def stock(sku: str) -> int:
+    """An ordinary tool: answered synchronously, never a task."""
+    return 7 if sku == "ABC-1" else 0
+
+
+@tasks.task_tool(poll_interval=1.0)
+async def recount(ctx: TaskContext, warehouse: str) -> str:
+    """A task tool registered on the extension."""
+    await ctx.status(f"recounting {warehouse}")
+    await anyio.sleep(0.2)
+    return f"{warehouse}: 1,204 items"
+
+
+# --8<-- [end:server]
+
+
+# --8<-- [start:lifespan-state]
+@server.tool()
+def greet(name: str, ctx: Context) -> str:
+    """Ordinary tools see your lifespan's state as before."""
+    return f"{ctx.request_context.lifespan_context['greeting']}, {name}!"
+
+
+# --8<-- [end:lifespan-state]
+
+
+if __name__ == "__main__":
+    server.run()

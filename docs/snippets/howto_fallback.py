@@ -1,0 +1,38 @@
+"""The two-tool fallback: task tools for hosts that do not speak the Tasks extension.
+
+Run it:  mcptasks serve docs/snippets/howto_fallback.py --transport http --port 8000
+"""
+
+import anyio
+from pydantic import BaseModel, Field
+
+from mcptasks import Elicit, Result, TaskServer
+
+# --8<-- [start:server]
+app = TaskServer(
+    "exports", fallback="tools"
+)  # every task tool; or per tool: @app.task_tool(fallback="tools")
+
+
+class Confirm(BaseModel):
+    confirm: bool = Field(description="Export every row?")
+
+
+@app.task_tool(poll_interval=5.0)
+async def export_table(table: str):
+    """Export `table` to CSV; big tables take minutes."""
+    yield f"counting the rows of {table}"
+    await anyio.sleep(0.2)
+    answer = yield Elicit(f"{table} has 2,000,000 rows. Export all of them?", schema=Confirm)
+    if not (answer.accepted and answer.data.confirm):
+        yield Result("export skipped")
+    yield f"exporting {table}"
+    await anyio.sleep(0.2)
+    yield Result(f"exported {table} to exports/{table}.csv")
+
+
+# --8<-- [end:server]
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,110 @@
+"""Testing task tools with pytest, in process: the server under test is tutorial_3_approval.py.
+
+pytest docs/snippets/test_my_tools.py
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import tutorial_3_approval
+from mcp import Client
+from mcp.client.context import ClientRequestContext
+from mcp_types import ElicitRequestParams, ElicitResult
+from tutorial_3_approval import run_pipeline
+
+from mcptasks import Elicit, Result, TaskServer
+from mcptasks.client import TaskHandle, TasksClient, start_tool_call
+
+pytestmark = pytest.mark.anyio
+
+
+# --8<-- [start:fixtures]
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def app() -> TaskServer:
+    """A fresh server for every test: a new engine and an empty memory store."""
+    return importlib.reload(tutorial_3_approval).app
+
+
+@pytest.fixture
+def fast() -> TasksClient:
+    """Poll every 10-50 ms whatever pollIntervalMs the tool advertises: tests stay quick."""
+    return TasksClient(min_poll_interval=0.01, max_poll_interval=0.05)
+
+
+# --8<-- [end:fixtures]
+
+
+# --8<-- [start:transparent]
+def answering(publish: bool) -> Any:
+    async def callback(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"publish": publish})
+
+    return callback
+
+
+async def test_publishes_when_approved(app: TaskServer, fast: TasksClient) -> None:
+    async with Client(app.mcp, extensions=[fast], elicitation_callback=answering(True)) as client:
+        result = await client.call_tool("run_pipeline", {"kind": "build"})
+    assert result.is_error is False
+    assert result.structured_content is not None
+    assert result.structured_content["published"] is True
+
+
+# --8<-- [end:transparent]
+
+
+# --8<-- [start:step-by-step]
+async def test_asks_before_publishing(app: TaskServer, fast: TasksClient) -> None:
+    async with Client(app.mcp, extensions=[fast]) as client:
+        handle = await start_tool_call(client, "run_pipeline", {"kind": "test"})
+        assert isinstance(handle, TaskHandle)
+        async for task in handle.watch(answer_inputs=False):  # see the question, answer it yourself
+            if task.status == "input_required":
+                ((key, request),) = (task.input_requests or {}).items()
+                assert request["params"]["message"] == "The test pipeline passed. Publish the artifacts?"
+                await handle.respond({key: {"action": "decline"}})
+        result = await handle.result()
+    assert result.structured_content is not None
+    assert result.structured_content["published"] is False
+
+
+# --8<-- [end:step-by-step]
+
+
+# --8<-- [start:inline]
+async def test_without_the_extension_the_question_is_a_tool_error(app: TaskServer) -> None:
+    async with Client(app.mcp) as client:  # no TasksClient: the tool runs inline
+        result = await client.call_tool("run_pipeline", {"kind": "test"})
+    assert result.is_error is True  # it needs input, and there is no task to carry the question
+
+
+# --8<-- [end:inline]
+
+
+# --8<-- [start:unit]
+async def test_the_body_directly() -> None:
+    """Drive the generator by hand: no server, no client; `send` plays the client's answers."""
+    body = run_pipeline("test")  # a TaskTool calls the undecorated function
+    statuses = []
+    item = await body.__anext__()
+    while isinstance(item, str):
+        statuses.append(item)
+        item = await body.__anext__()
+    assert isinstance(item, Elicit)
+    item = await body.asend(item.parse({"action": "accept", "content": {"publish": False}}))
+    while not isinstance(item, Result):
+        item = await body.__anext__()
+    await body.aclose()
+    assert statuses[0] == "starting the test pipeline"
+    assert item.value.published is False
+
+
+# --8<-- [end:unit]

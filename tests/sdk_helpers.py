@@ -1,0 +1,534 @@
+"""Helpers for the host tests: the official `mcp` SDK client, uvicorn on 127.0.0.1 and raw JSON-RPC.
+
+- `serve_http(app)`: run an ASGI app under uvicorn on an ephemeral 127.0.0.1 port inside a task
+  group (asyncio only) and yield the endpoint URL.
+- `HostApp`: a `TaskServer` with one task tool per behaviour under test; `gated(label)` waits on
+  an event the test releases, so "still working" is observed, never timed.
+- `GetTaskRequest` / `UpdateTaskRequest` / `CancelTaskRequest`: typed `tasks/*` requests for
+  `client.session.send_request`; `name_param = "taskId"` makes the SDK send `Mcp-Name`.
+- `Tasks`: a thin wrapper over an `mcp.Client` that calls task tools raw (the SDK would refuse a
+  `resultType: "task"` it has no claim for) and polls `tasks/get` until a condition holds.
+- `RawClient`: one POST per JSON-RPC request with the 2026-07-28 headers and `_meta` envelope the
+  conformance harness sends (research/conformance.md §4.1), for cases the SDK client can't express.
+
+Nothing here synchronises by sleeping: every wait polls observable state and is bounded by a
+generous `anyio.fail_after`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client import advertise
+from mcp.server.auth.provider import AccessToken
+from mcp_types import (
+    CallToolRequest,
+    CallToolRequestParams,
+    CallToolResult,
+    Request,
+    RequestParams,
+    TextContent,
+)
+from mcp_types import Result as WireResult
+from pydantic import BaseModel, ConfigDict
+
+from mcptasks import (
+    EXTENSION_ID,
+    Elicit,
+    Inputs,
+    ListRoots,
+    ProtocolError,
+    Result,
+    Sample,
+    TaskContext,
+    TaskServer,
+    ToolError,
+)
+
+PROTOCOL_VERSION = "2026-07-28"
+TIMEOUT = 20.0
+"""Upper bound of every wait (generous: a loaded 2-core machine only makes a test slower)."""
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+OPT_IN: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
+"""Client capabilities that opt in to the tasks extension (and nothing else)."""
+ELICITING: dict[str, Any] = {"elicitation": {}, **OPT_IN}
+"""Client capabilities with elicitation and the tasks extension."""
+
+
+def tasks_extension() -> Any:
+    """The client extension entry that advertises `io.modelcontextprotocol/tasks` on every request."""
+    return advertise(EXTENSION_ID)
+
+
+# -- uvicorn ---------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def serve_http(app: Any, path: str = "/mcp") -> AsyncIterator[str]:
+    """Serve `app` on 127.0.0.1:<ephemeral port> until the block ends; yield the endpoint URL.
+
+    Close every client before leaving the block: the graceful shutdown waits for open connections.
+    """
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        try:
+            with anyio.fail_after(TIMEOUT):
+                while not server.started:
+                    if server.should_exit:
+                        raise RuntimeError("uvicorn failed to start")
+                    await anyio.sleep(0.01)
+            port = server.servers[0].sockets[0].getsockname()[1]
+            yield f"http://127.0.0.1:{port}{path}"
+        finally:
+            server.should_exit = True
+
+
+# -- a server with one tool per behaviour under test ----------------------------------------------
+
+
+class Confirm(BaseModel):
+    confirm: bool
+
+
+class Name(BaseModel):
+    name: str
+
+
+PROTOCOL_ERROR_CODE = -32042
+"""The JSON-RPC error code `protocol_error` fails its task with."""
+
+
+class HostApp:
+    """A `TaskServer` whose task tools the test controls.
+
+    `gated(label)` sets a status, then waits until the test calls `release(label)`; its body's
+    teardown sets `stopped(label)`, so a test can see a cancelled body really stop. Build it
+    inside the running event loop (the gates are anyio events). Immediate results are off by
+    default so that every opted-in call takes the task path these tests observe.
+    """
+
+    def __init__(self, name: str = "mcptasks-host-tests", **server_options: Any) -> None:
+        self._gates: dict[str, anyio.Event] = {}
+        self._stopped: dict[str, anyio.Event] = {}
+        server_options.setdefault("immediate_results", False)
+        self.app = app = TaskServer(name, **server_options)
+        self.mcp = app.mcp
+
+        @app.tool()
+        def greet(name: str = "World") -> str:
+            """Say hello (an ordinary tool)."""
+            return f"Hello, {name}!"
+
+        @app.task_tool(
+            poll_interval=0.05,
+            ttl=600,
+            title="Gated job",
+            annotations={"readOnlyHint": True},
+            meta={"io.example/owner": "host-tests"},
+        )
+        async def gated(label: str):
+            """Wait until the test releases `label`."""
+            try:
+                yield f"{label}: waiting"
+                await self.gate(label).wait()
+                yield Result(f"{label}: done")
+            finally:
+                self.stopped(label).set()
+
+        @app.task_tool(poll_interval=0.05)
+        async def quick(n: int = 1):
+            """Finish at once (status yields are dropped when run inline)."""
+            yield f"counting to {n}"
+            yield Result(f"counted to {n}")
+
+        @app.task_tool(task_support="required", poll_interval=0.05)
+        async def required_job():
+            """Only ever runs as a task."""
+            yield Result("required job done")
+
+        @app.task_tool(poll_interval=0.05)
+        async def ask(filename: str):
+            """Ask before deleting `filename`."""
+            answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
+            confirmed = answer.accepted and answer.data is not None and answer.data.confirm
+            yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
+
+        @app.task_tool(poll_interval=0.05)
+        async def two_keys():
+            """Ask two questions at once."""
+            name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
+            who = name.data.name if name.accepted and name.data else "someone"
+            decision = "go" if go.accepted and go.data and go.data.confirm else "stop"
+            yield Result(f"{who} says {decision}")
+
+        @app.task_tool(poll_interval=0.05)
+        async def tool_error():
+            """Fail with a tool error (the task still completes)."""
+            yield "trying"
+            raise ToolError("disk quota exceeded")
+
+        @app.task_tool(poll_interval=0.05)
+        async def protocol_error():
+            """Fail with a JSON-RPC error (the task fails)."""
+            yield "calling the backend"
+            raise ProtocolError(PROTOCOL_ERROR_CODE, "backend unavailable", {"retryable": True})
+
+        @app.task_tool(task_support="required", poll_interval=0.05, input_before_task=True)
+        async def before():
+            """Ask for a name on the call itself, then greet in a task."""
+            answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
+            name = answer.data.name if answer.accepted and answer.data else "stranger"
+            yield f"greeting {name}"
+            yield Result(f"Hello, {name}!")
+
+        @app.task_tool(poll_interval=0.05)
+        async def summarize(topic: str):
+            """Ask the client's model, then the client's roots; return structured content."""
+            reply = yield Sample(f"Summarize {topic}", max_tokens=50)
+            roots = yield ListRoots()
+            yield Result(
+                {
+                    "summary": reply.text,
+                    "model": reply.model,
+                    "stopReason": reply.stop_reason,
+                    "roots": [root.uri for root in roots],
+                }
+            )
+
+        @app.task_tool(poll_interval=0.05)
+        async def with_context(ctx: TaskContext, topic: str) -> str:
+            """A plain coroutine using the imperative context."""
+            await ctx.status(f"{topic}: asking")
+            answer = await ctx.elicit(f"Publish {topic}?", Confirm)
+            verdict = "published" if answer.accepted and answer.data and answer.data.confirm else "held"
+            return f"{topic} {verdict} (task {ctx.task_id is not None})"
+
+    def gate(self, label: str) -> anyio.Event:
+        return self._gates.setdefault(label, anyio.Event())
+
+    def release(self, label: str) -> None:
+        self.gate(label).set()
+
+    def stopped(self, label: str) -> anyio.Event:
+        return self._stopped.setdefault(label, anyio.Event())
+
+
+# -- typed tasks/* requests for the SDK client -------------------------------------------------
+
+
+class TaskIdParams(RequestParams):
+    """`{taskId}` (wire names come from the SDK's camelCase aliases)."""
+
+    task_id: str
+
+
+class UpdateParams(RequestParams):
+    """`{taskId, inputResponses}`."""
+
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class MisroutedParams(RequestParams):
+    """`{taskId, routing}`: the SDK puts `routing` into `Mcp-Name` (a deliberate mismatch)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    routing: str
+
+
+class GetTaskRequest(Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class UpdateTaskRequest(Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
+class CancelTaskRequest(Request[TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class MisroutedGetTaskRequest(Request[MisroutedParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: MisroutedParams
+    name_param = "routing"
+
+
+class ListTasksRequest(Request[RequestParams, Literal["tasks/list"]]):
+    method: Literal["tasks/list"] = "tasks/list"
+    params: RequestParams
+
+
+class ResultTaskRequest(Request[TaskIdParams, Literal["tasks/result"]]):
+    method: Literal["tasks/result"] = "tasks/result"
+    params: TaskIdParams
+
+
+class AnyResult(WireResult):
+    """Any result, every wire key kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def texts(result: CallToolResult) -> list[str]:
+    """The text blocks of an SDK `CallToolResult`."""
+    return [block.text for block in result.content if isinstance(block, TextContent)]
+
+
+def wire(model: BaseModel) -> dict[str, Any]:
+    """A result model as the wire dict (keys the server sent, `_meta` dropped)."""
+    data = model.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    data.pop("_meta", None)
+    return data
+
+
+# -- the SDK client with tasks ---------------------------------------------------------------
+
+
+class Tasks:
+    """Task calls over an entered `mcp.Client` (which should advertise the tasks extension)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @property
+    def session(self) -> Any:
+        return self.client.session
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """`tools/call`, the raw result dict whatever its `resultType` (`meta`: extra `_meta` keys)."""
+        params = CallToolRequestParams(
+            name=name,
+            arguments=dict(arguments or {}),
+            input_responses=dict(input_responses) if input_responses is not None else None,
+            request_state=request_state,
+            _meta=dict(meta) if meta is not None else None,
+        )
+        result = await self.session.send_request(CallToolRequest(params=params), AnyResult)
+        return wire(result)
+
+    async def start(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Call a task tool and assert a task was created; return the `CreateTaskResult`."""
+        created = await self.call(name, arguments, meta=meta)
+        assert created.get("resultType") == "task", created
+        return created
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return wire(
+            await self.session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), AnyResult)
+        )
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
+        request = UpdateTaskRequest(params=UpdateParams(task_id=task_id, input_responses=dict(responses)))
+        return wire(await self.session.send_request(request, AnyResult))
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        request = CancelTaskRequest(params=TaskIdParams(task_id=task_id))
+        return wire(await self.session.send_request(request, AnyResult))
+
+    async def wait(
+        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], *, what: str = "the condition"
+    ) -> dict[str, Any]:
+        """Poll `tasks/get` until `predicate` holds; return that snapshot."""
+        return await poll(lambda: self.get(task_id), predicate, what=what)
+
+    async def wait_status(self, task_id: str, statuses: str | Iterable[str]) -> dict[str, Any]:
+        wanted = {statuses} if isinstance(statuses, str) else set(statuses)
+        return await self.wait(task_id, lambda t: t["status"] in wanted, what=f"status in {sorted(wanted)}")
+
+    async def finish(self, task_id: str) -> dict[str, Any]:
+        return await self.wait_status(task_id, TERMINAL)
+
+    async def wait_input(self, task_id: str, *, count: int | None = None) -> dict[str, Any]:
+        """Wait until the task is input_required (with exactly `count` keys when given)."""
+
+        def ready(task: dict[str, Any]) -> bool:
+            if task["status"] != "input_required":
+                return False
+            return count is None or len(task.get("inputRequests", {})) == count
+
+        return await self.wait(task_id, ready, what="input requests")
+
+
+async def poll(
+    look: Callable[[], Any], predicate: Callable[[Any], bool], *, what: str = "the condition"
+) -> Any:
+    """Call `look()` until `predicate` holds on its value (a tiny pause between looks, never as sync)."""
+    last: Any = None
+    try:
+        with anyio.fail_after(TIMEOUT):
+            while True:
+                last = await look()
+                if predicate(last):
+                    return last
+                await anyio.sleep(0.005)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}") from None
+
+
+# -- raw JSON-RPC over HTTP -------------------------------------------------------------------
+
+
+@dataclass
+class RawResponse:
+    """One HTTP exchange: status, content type and the JSON-RPC message that answered the request."""
+
+    status: int
+    content_type: str
+    message: dict[str, Any]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.message, self.message
+        return dict(self.message["result"])
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.message, self.message
+        return dict(self.message["error"])
+
+
+_ids = itertools.count(1)
+
+_NAME_FIELD = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+
+
+def request_meta(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The 2026-07-28 `_meta` envelope of the conformance harness."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "conformance-test-client", "version": "1.0.0"},
+        CLIENT_CAPABILITIES_META: dict(capabilities),
+    }
+
+
+def _answer(body: str, content_type: str, request_id: int) -> dict[str, Any]:
+    if content_type.startswith("text/event-stream"):
+        for line in body.splitlines():
+            if not line.startswith("data:"):
+                continue
+            message = json.loads(line[5:].strip())
+            if message.get("id") == request_id and ("result" in message or "error" in message):
+                return dict(message)
+        raise AssertionError(f"no answer to request {request_id} in the event stream: {body!r}")
+    return dict(json.loads(body))
+
+
+class RawClient:
+    """Sends JSON-RPC requests exactly the way the conformance harness does (one POST each)."""
+
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        url: str,
+        *,
+        capabilities: Mapping[str, Any] = OPT_IN,
+    ) -> None:
+        self.http = http
+        self.url = url
+        self.capabilities = dict(capabilities)
+
+    async def send(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        capabilities: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str | None] | None = None,
+    ) -> RawResponse:
+        """POST `method`; `headers` override the standard ones (a None value removes a header)."""
+        request_id = next(_ids)
+        body_params = dict(params or {})
+        body_params["_meta"] = {
+            **request_meta(self.capabilities if capabilities is None else capabilities),
+            **dict(body_params.get("_meta") or {}),
+        }
+        standard: dict[str, str | None] = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": method,
+        }
+        name_field = _NAME_FIELD.get(method)
+        if name_field is not None and isinstance(body_params.get(name_field), str):
+            standard["Mcp-Name"] = body_params[name_field]
+        lowered = {k.lower(): k for k in standard}
+        for key, value in (headers or {}).items():
+            standard.pop(lowered.get(key.lower(), key), None)
+            standard[key] = value
+        sent = {k: v for k, v in standard.items() if v is not None}
+        payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+        response = await self.http.post(self.url, content=json.dumps(payload), headers=sent)
+        content_type = response.headers.get("content-type", "")
+        message = _answer(response.text, content_type, request_id)
+        assert message.get("id") == request_id, message
+        return RawResponse(response.status_code, content_type, message)
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None = None, **params: Any) -> RawResponse:
+        return await self.send("tools/call", {"name": name, "arguments": dict(arguments or {}), **params})
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return (await self.send("tasks/get", {"taskId": task_id})).result
+
+    async def finish(self, task_id: str) -> dict[str, Any]:
+        return await poll(
+            lambda: self.get(task_id), lambda t: t["status"] in TERMINAL, what="a terminal status"
+        )
+
+
+# -- auth -------------------------------------------------------------------------------------
+
+
+class StaticTokens:
+    """A `TokenVerifier`: each known bearer token is its own subject."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = frozenset(names)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token not in self.names:
+            return None
+        return AccessToken(token=token, client_id=f"{token}-client", scopes=[], subject=token)
+
+
+def bearer(token: str) -> httpx2.AsyncClient:
+    """An HTTP client that sends `Authorization: Bearer <token>`."""
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
