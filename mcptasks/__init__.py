@@ -30,6 +30,22 @@ from mcptasks.yields import (
 )
 
 if TYPE_CHECKING:
+    from mcptasks.client import (
+        DetailedTask,
+        LedgerEntry,
+        TaskCancelled,
+        TaskError,
+        TaskFailed,
+        TaskHandle,
+        TaskInputError,
+        TaskLedger,
+        TaskPolicy,
+        TasksClient,
+        TaskStuck,
+        TaskUnreachable,
+        UnknownTask,
+        start_tool_call,
+    )
     from mcptasks.ext import TasksExtension
     from mcptasks.server import TaskServer
     from mcptasks.store.postgres import PostgresTaskStore
@@ -42,6 +58,20 @@ _HOSTS = {
     "TasksExtension": "mcptasks.ext",
     "RedisTaskStore": "mcptasks.store.redis",
     "PostgresTaskStore": "mcptasks.store.postgres",
+    "TasksClient": "mcptasks.client",
+    "TaskHandle": "mcptasks.client",
+    "TaskLedger": "mcptasks.client",
+    "LedgerEntry": "mcptasks.client",
+    "TaskPolicy": "mcptasks.client",
+    "DetailedTask": "mcptasks.client",
+    "start_tool_call": "mcptasks.client",
+    "TaskError": "mcptasks.client",
+    "TaskFailed": "mcptasks.client",
+    "TaskCancelled": "mcptasks.client",
+    "TaskStuck": "mcptasks.client",
+    "TaskInputError": "mcptasks.client",
+    "TaskUnreachable": "mcptasks.client",
+    "UnknownTask": "mcptasks.client",
 }
 
 
@@ -55,8 +85,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ANONYMOUS_OWNER",
-    "EXTENSION_ID",
     "BodyChannel",
+    "DetailedTask",
+    "EXTENSION_ID",
     "Elicit",
     "Elicitation",
     "FallbackMode",
@@ -64,6 +95,7 @@ __all__ = [
     "Inputs",
     "InvalidAnswer",
     "InvalidArguments",
+    "LedgerEntry",
     "ListRoots",
     "MemoryTaskStore",
     "Outcome",
@@ -77,21 +109,33 @@ __all__ = [
     "SampleResult",
     "SqliteTaskStore",
     "Status",
+    "TaskCancelled",
     "TaskContext",
     "TaskEngine",
+    "TaskError",
     "TaskExists",
+    "TaskFailed",
+    "TaskHandle",
+    "TaskInputError",
+    "TaskLedger",
     "TaskNotFound",
-    "TaskServer",
+    "TaskPolicy",
     "TaskRecord",
+    "TaskServer",
     "TaskStatus",
     "TaskStore",
+    "TaskStuck",
     "TaskSupport",
     "TaskTool",
     "TaskToolOptions",
+    "TaskUnreachable",
+    "TasksClient",
     "TasksExtension",
     "TasksProtocol",
     "ToolError",
+    "UnknownTask",
     "__version__",
+    "start_tool_call",
     "store_from_url",
     "task_tool",
 ]

@@ -44,37 +44,19 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 import anyio
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.context import ClientRequestContext
-from mcp_types import (
-    AudioContent,
-    CallToolResult,
-    ElicitRequestFormParams,
-    ElicitRequestParams,
-    ElicitRequestURLParams,
-    ElicitResult,
-    EmbeddedResource,
-    ErrorData,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
 
-from mcptasks.client import (
-    DetailedTask,
-    TaskError,
-    TaskFailed,
-    TaskHandle,
-    TaskLedger,
-    TaskNotFound,
-    TasksClient,
-    server_identity,
-    start_tool_call,
-)
+if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.context import ClientRequestContext
+    from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData
+
+    from mcptasks.client import DetailedTask, TaskHandle, TaskLedger, TasksClient
+
+# The SDK (and `mcptasks.client`, which needs it) is imported where it is used, so that building
+# the `mcptasks` argument parser with these subcommands stays cheap.
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
@@ -134,9 +116,13 @@ class Target:
     @property
     def identity(self) -> str:
         """The ledger's name for this server."""
+        from mcptasks.client import server_identity
+
         return server_identity(self.url if self.url is not None else self._stdio())
 
     def _stdio(self) -> StdioServerParameters:
+        from mcp import StdioServerParameters
+
         return StdioServerParameters(
             command=self.command[0], args=list(self.command[1:]), env=dict(os.environ)
         )
@@ -149,6 +135,8 @@ class Target:
 
     def client(self, extension: TasksClient, **options: Any) -> Client:
         """An `mcp.Client` for this target with `extension` installed."""
+        from mcp import Client
+
         server: Any
         if self.url is None:
             server = self._stdio()
@@ -193,7 +181,11 @@ def split_target(words: Sequence[str], stdio: str | None, headers: Sequence[str]
 
 def _ledger(path: str | None) -> TaskLedger | None:
     path = path or os.environ.get(LEDGER_ENV)
-    return TaskLedger(path) if path else None
+    if not path:
+        return None
+    from mcptasks.client import TaskLedger
+
+    return TaskLedger(path)
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -211,6 +203,15 @@ def _json(value: Any) -> str:
 def render_result(result: CallToolResult) -> str:
     """A tool result as text: text blocks as they are, other blocks summarised, and the
     structured content as JSON when there is no text."""
+    from mcp_types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, TextContent):
@@ -254,6 +255,7 @@ class StatusLine:
         unicode = (getattr(stream, "encoding", None) or "").lower().replace("-", "").startswith("utf")
         self.frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if unicode else "|/-\\"
         self.dot = " · " if unicode else " - "
+        self.ellipsis = "…" if unicode else "~"
         self.task: DetailedTask | None = None
         self.started = time.time()
         self.frame = 0
@@ -297,7 +299,7 @@ class StatusLine:
             text += self.dot + " ".join(task.status_message.split())
         width = shutil.get_terminal_size((80, 24)).columns
         if len(text) > width - 1:
-            text = text[: max(1, width - 2)] + "…"[: width - 1]
+            text = text[: max(1, width - 2)] + self.ellipsis
         _write(self.stream, "\r\x1b[K" + text)
         self.drawn = True
 
@@ -550,6 +552,8 @@ class FormPrompter:
         return line
 
     async def _form(self, params: ElicitRequestParams) -> ElicitResult:
+        from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
+
         _write(self.stream, f"\n? {params.message}\n")
         if isinstance(params, ElicitRequestURLParams):
             _write(self.stream, f"  open: {params.url}\n")
@@ -630,6 +634,8 @@ class DeclineWithoutTerminal:
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
         """Note the question on stderr and answer `cancel`."""
+        from mcp_types import ElicitResult
+
         self.status.note(
             f"{PROG}: cannot ask without a terminal on stdin; answering cancel: {params.message}"
         )
@@ -708,6 +714,10 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _describe(exc: BaseException) -> str:
+    from mcp import MCPError
+
+    from mcptasks.client import TaskError
+
     leaf = _leaf(exc)
     if isinstance(leaf, MCPError):
         return f"{leaf.message} (code {leaf.code})"
@@ -752,15 +762,21 @@ class CallCommand:
         try:
             return await self._run()
         except Exception as exc:
+            from mcptasks.client import UnknownTask
+
             handle = self.handle
             leaf = _leaf(exc)
-            ended = isinstance(leaf, TaskNotFound) or getattr(leaf, "cancelled", False) is True
+            ended = isinstance(leaf, UnknownTask) or getattr(leaf, "cancelled", False) is True
             if handle is not None and not ended and (handle.last is None or not handle.last.terminal):
                 _write(self.stderr, f"\n{PROG}: task {handle.task_id} may still be running; resume with:\n")
                 _write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
             raise
 
     async def _run(self) -> int:
+        from mcp_types import CallToolResult
+
+        from mcptasks.client import TaskHandle, TasksClient, start_tool_call
+
         status = StatusLine(self.stderr, live=self.live)
         prompter: FormPrompter | DeclineWithoutTerminal
         if self.interactive:
@@ -818,7 +834,7 @@ class CallCommand:
                 outcome = await until_interrupted(watch, signals)
             finally:
                 status.clear()
-            if isinstance(outcome, DetailedTask):
+            if not isinstance(outcome, _Interrupted):
                 return self.report_task(outcome)
             choice = await self.ask_after_interrupt(handle, signals)
             if choice == "detach":
@@ -880,6 +896,8 @@ class CallCommand:
         """Print a terminal task's outcome; the exit status."""
         if task.status == "completed":
             return self.report_result(task.call_tool_result())
+        from mcptasks.client import TaskFailed
+
         if self.json_output:
             _write(self.stdout, _json(task.to_wire()) + "\n")
         if task.status == "failed":
@@ -926,6 +944,7 @@ def _run(work: Callable[[], Awaitable[int]], stderr: TextIO) -> int:
 
 def run_call(args: argparse.Namespace) -> int:
     """The `call` handler."""
+    args = _reparse(args, _add_call_options, f"{PROG} call", _CALL_USAGE, _CALL_DESCRIPTION)
     try:
         target, words = split_target(args.words, args.stdio, args.header)
         if not words:
@@ -963,6 +982,9 @@ def _isatty(stream: TextIO) -> bool:
 
 def run_tasks(args: argparse.Namespace) -> int:
     """The `tasks get` / `tasks cancel` handler."""
+    name = args.tasks_command
+    description = "Print the task as JSON." if name == "get" else "Cancel the task."
+    args = _reparse(args, _add_target_options, f"{PROG} tasks {name}", _TASK_USAGE, description)
     try:
         target, words = split_target(args.words, args.stdio, args.header)
         if len(words) != 1:
@@ -974,6 +996,8 @@ def run_tasks(args: argparse.Namespace) -> int:
     ledger = _ledger(args.ledger)
 
     async def work() -> int:
+        from mcptasks.client import TaskHandle, TasksClient
+
         extension = TasksClient(ledger=ledger, server_id=target.identity)
         async with target.client(extension) as client:
             handle = TaskHandle.resume(client, task_id)
@@ -1011,12 +1035,18 @@ def run_pending(args: argparse.Namespace) -> int:
         return EXIT_OK
     for entry in entries:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.created_at))
+        _write(
+            sys.stdout,
+            f"{stamp}  {entry.status:<15} {entry.tool or '?'}  {entry.task_id}  ({entry.server})\n",
+        )
+        where: list[str] | None = None
         if entry.server.startswith("stdio:"):
             where = ["--stdio", entry.server.removeprefix("stdio:")]
-        else:
+        elif entry.server.startswith(("http://", "https://")):
             where = [entry.server]
-        hint = shlex.join([PROG, "call", *where, entry.tool or "TOOL", f"--resume={entry.task_id}"])
-        _write(sys.stdout, f"{stamp}  {entry.status:<15} {entry.tool or '?'}  {entry.task_id}\n  {hint}\n")
+        if where is not None:
+            hint = shlex.join([PROG, "call", *where, entry.tool or "TOOL", f"--resume={entry.task_id}"])
+            _write(sys.stdout, f"  {hint}\n")
     return EXIT_OK
 
 
@@ -1047,31 +1077,77 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the `call` and `tasks` subcommands; each sets `handler(args) -> int`."""
-    call = commands.add_parser(
-        "call",
-        help="call a tool and follow its task",
-        description="Call a tool on an MCP server; follow the task it creates to its end.",
-        epilog=_EXIT_HELP,
-        usage="%(prog)s (URL | --stdio CMD) TOOL [key=value ...] [options]",
+_CALL_USAGE = "%(prog)s (URL | --stdio CMD) TOOL [key=value ...] [options]"
+_TASK_USAGE = "%(prog)s (URL | --stdio CMD) [options] [--] TASK_ID"
+
+
+def _add_call_options(parser: argparse.ArgumentParser) -> None:
+    _add_target_options(parser)
+    parser.add_argument("--json", metavar="ARGS", help="the tool arguments as one JSON object")
+    parser.add_argument("--detach", action="store_true", help="print the task id once it exists and exit")
+    parser.add_argument(
+        "--resume",
+        metavar="TASK_ID",
+        help="follow an existing task instead of calling (write --resume=ID: ids may start with '-')",
     )
-    call.add_argument("words", nargs="*", metavar="URL TOOL key=value", help=argparse.SUPPRESS)
-    _add_target_options(call)
-    call.add_argument("--json", metavar="ARGS", help="the tool arguments as one JSON object")
-    call.add_argument("--detach", action="store_true", help="print the task id once it exists and exit")
-    call.add_argument("--resume", metavar="TASK_ID", help="follow an existing task instead of calling")
-    call.add_argument("--json-output", action="store_true", help="print the result as JSON")
-    call.add_argument(
+    parser.add_argument("--json-output", action="store_true", help="print the result as JSON")
+    parser.add_argument(
         "--stuck-after",
         type=float,
         metavar="SECONDS",
         help="give up (and cancel) when the task shows no change for this long",
     )
+
+
+def _reparse(
+    args: argparse.Namespace,
+    add_options: Callable[[argparse.ArgumentParser], None],
+    prog: str,
+    usage: str,
+    description: str,
+) -> argparse.Namespace:
+    """Parse the words after the first positional again, options and positionals intermixed.
+
+    The subcommand parsers collect everything from the first positional on (`REMAINDER`), so
+    options may come before, between or after URL, TOOL and the `key=value` pairs even inside
+    the `mcptasks` parser, which cannot parse subcommands intermixed.
+    """
+    parser = argparse.ArgumentParser(prog=prog, usage=usage, description=description, epilog=_EXIT_HELP)
+    add_options(parser)
+    parser.add_argument("words", nargs="*", help=argparse.SUPPRESS)
+    namespace = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "words"})
+    words = list(args.words)
+    tail: list[str] = []
+    if (
+        "--" in words
+    ):  # everything after `--` is positional (split here: 3.11's intermixed parsing trips on it)
+        cut = words.index("--")
+        words, tail = words[:cut], words[cut + 1 :]
+    parsed = parser.parse_intermixed_args(words, namespace=namespace)
+    parsed.words = [*parsed.words, *tail]
+    return parsed
+
+
+_CALL_DESCRIPTION = "Call a tool on an MCP server; follow the task it creates to its end."
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `call` and `tasks` subcommands; each sets `handler(args) -> int`."""
+    call = commands.add_parser(
+        "call",
+        help="call a tool and follow its task",
+        description=_CALL_DESCRIPTION,
+        epilog=_EXIT_HELP,
+        usage=_CALL_USAGE,
+    )
+    _add_call_options(call)
+    call.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     call.set_defaults(handler=run_call)
 
     tasks = commands.add_parser(
-        "tasks", help="inspect or cancel a task by id", description="Inspect or cancel a task by id."
+        "tasks",
+        help="inspect or cancel a task by id",
+        description="Inspect or cancel a task by id, or list the ledger's unfinished tasks.",
     )
     actions = tasks.add_subparsers(dest="tasks_command", required=True, metavar="{get,cancel,pending}")
     for name, text in (("get", "print the task as JSON"), ("cancel", "cancel the task")):
@@ -1079,11 +1155,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             name,
             help=text,
             description=f"{text[0].upper()}{text[1:]}.",
-            usage="%(prog)s (URL | --stdio CMD) TASK_ID [options]",
+            usage=_TASK_USAGE,
             epilog=_EXIT_HELP,
         )
-        action.add_argument("words", nargs="*", metavar="URL TASK_ID", help=argparse.SUPPRESS)
         _add_target_options(action)
+        action.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         action.set_defaults(handler=run_tasks)
     pending = actions.add_parser(
         "pending",

@@ -1,4 +1,4 @@
-"""The `mcptasks` command line: `mcptasks serve TARGET [...]` and `mcptasks worker TARGET [...]`."""
+"""The `mcptasks` command line: `serve` and `worker` (server side), `call` and `tasks` (client side)."""
 
 from __future__ import annotations
 
@@ -218,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
         )
+    from mcptasks import call_cli
+
+    call_cli.register(commands)
     return parser
 
 

@@ -24,7 +24,7 @@ Behaviour (see `TaskPolicy` for the knobs):
   `min_poll_interval`; `poll_interval` applies when the server suggests none.
 - Transient errors of `tasks/*` requests (internal error, timeout, connection closed, a poll
   rejected as too fast) are retried with exponential back-off; after `max_retries` the poll
-  raises `TaskUnreachable`. Other errors are raised at once (`TaskNotFound` for -32602).
+  raises `TaskUnreachable`. Other errors are raised at once (`UnknownTask` for -32602).
 - Input: each `inputRequests` entry is routed to the client's elicitation / sampling / roots
   callback (`ClientSession.dispatch_input_request`) and answered with `tasks/update`. Every key
   is answered at most once per handle, even when the server lists it again.
@@ -74,11 +74,14 @@ from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
 
 __all__ = [
     "EXTENSION_ID",
+    "TRANSIENT_ERROR_CODES",
     "CancelTaskRequest",
     "CreateTaskResult",
     "DetailedTask",
     "GetTaskRequest",
     "LedgerEntry",
+    "PolicyOptions",
+    "StatusCallback",
     "TaskCancelled",
     "TaskError",
     "TaskFailed",
@@ -86,11 +89,11 @@ __all__ = [
     "TaskIdParams",
     "TaskInputError",
     "TaskLedger",
-    "TaskNotFound",
     "TaskPolicy",
     "TaskStuck",
     "TaskUnreachable",
     "TasksClient",
+    "UnknownTask",
     "UpdateTaskParams",
     "UpdateTaskRequest",
     "server_identity",
@@ -266,7 +269,7 @@ class TaskCancelled(TaskError):
         self.task = task
 
 
-class TaskNotFound(TaskError, MCPError):
+class UnknownTask(TaskError, MCPError):
     """The server does not know the task id (-32602: unknown, expired, or someone else's)."""
 
     def __init__(self, task_id: str, error: MCPError) -> None:
@@ -635,7 +638,7 @@ class TaskHandle:
                 )
             except MCPError as exc:
                 if exc.code == _INVALID_PARAMS:
-                    raise TaskNotFound(self.task_id, exc) from exc
+                    raise UnknownTask(self.task_id, exc) from exc
                 if exc.code not in TRANSIENT_ERROR_CODES:
                     raise
                 attempt += 1
@@ -648,7 +651,7 @@ class TaskHandle:
         request = GetTaskRequest(params=TaskIdParams(task_id=self.task_id))
         try:
             task: DetailedTask = await self._send(request, DetailedTask)
-        except TaskNotFound:
+        except UnknownTask:
             await self._ledger_update("unknown")
             raise
         self.last = task
@@ -702,13 +705,15 @@ class TaskHandle:
 
         With `answer_inputs` (the default) new input requests are answered through the client's
         callbacks after the state listing them was yielded. Raises `TaskStuck`,
-        `TaskInputError`, `TaskNotFound` or `TaskUnreachable`; a cancelled watch leaves the
-        task running.
+        `TaskInputError`, `UnknownTask` or `TaskUnreachable`; a cancelled watch leaves the
+        task running. Leaving the loop early? Close the generator (`contextlib.aclosing`).
         """
         policy = self.policy
         seen: tuple[str, str | None, frozenset[str]] | None = None
         task = self.last
-        fetch = not self._fresh or task is None
+        # The creation result seeds the first state, but carries no result/error/inputRequests:
+        # a task created already terminal is fetched at once.
+        fetch = not self._fresh or task is None or task.terminal
         self._fresh = False
         quiet_since = anyio.current_time()
         while True:

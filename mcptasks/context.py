@@ -19,6 +19,10 @@ class BodyChannel(Protocol):
     def task_id(self) -> str | None:
         """The task's id, or None when the body runs inline without a task."""
 
+    @property
+    def attempt(self) -> int:
+        """Which run of the task this is: 1, or more after re-runs (`retry_on_crash`)."""
+
     async def set_status(self, message: str) -> None:
         """Publish `message` as the task's `statusMessage`."""
 
@@ -44,6 +48,11 @@ class TaskContext:
     def task_id(self) -> str | None:
         """The task id, or None while the body runs inline (no task) or before the task exists."""
         return self._channel.task_id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first run; 2, 3, ... when the body is re-run after its worker was lost."""
+        return self._channel.attempt
 
     def _rebind(self, channel: BodyChannel) -> None:
         self._channel = channel

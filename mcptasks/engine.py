@@ -45,19 +45,43 @@ _HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task 
 
 
 def new_task_id() -> str:
-    """A fresh task id: 256 random bits from `secrets`, URL-safe (43 characters)."""
-    return secrets.token_urlsafe(32)
+    """A fresh task id: 256 random bits from `secrets`, URL-safe (43 characters).
+
+    Ids never start with "-", so they are safe as command-line arguments.
+    """
+    while True:
+        task_id = secrets.token_urlsafe(32)
+        if not task_id.startswith("-"):
+            return task_id
+
+
+MAX_INVALID_ANSWERS = 3
+"""How many invalid answers to one question a task accepts before it fails with -32602."""
+
+
+def _error_response(raw: Any) -> ProtocolError | None:
+    """A JSON-RPC error object sent as an answer (the client refused the request), as an error."""
+    if (
+        isinstance(raw, dict)
+        and isinstance(raw.get("code"), int)
+        and isinstance(raw.get("message"), str)
+        and set(raw) <= {"code", "message", "data"}
+    ):
+        return ProtocolError(int(raw["code"]), str(raw["message"]), raw.get("data"))
+    return None
 
 
 class _TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
-    __slots__ = ("engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "waiters")
+    __slots__ = ("attempt", "engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "waiters")
 
-    def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None) -> None:
+    def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None, attempt: int = 1) -> None:
         self.engine = engine
         self.task_id = task_id
         self.expires_at = expires_at
+        self.attempt = attempt
+        """Which run of the task this is (re-runs after a lost worker count up)."""
         self.scope: anyio.CancelScope | None = None
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
@@ -77,6 +101,22 @@ class _TaskRun:
         if self.scope is not None:
             self.scope.cancel()
 
+    def owns(self, record: TaskRecord) -> bool:
+        """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
+        return record.runner == self.engine.instance_id and record.attempt == self.attempt
+
+    async def _write(self, change: Callable[[TaskRecord], TaskRecord | None]) -> TaskRecord | None:
+        """Apply a body's change to its record; None when the task ended or is no longer ours."""
+        owned = True
+
+        def guarded(record: TaskRecord) -> TaskRecord | None:
+            nonlocal owned
+            owned = self.owns(record)
+            return change(record) if owned else None
+
+        written = await self.engine._mutate(self.task_id, guarded)
+        return written if owned else None
+
     async def _halt(self) -> None:
         # The record is terminal or gone: end the body through cancellation so `finally:` runs.
         self.stop()
@@ -90,7 +130,7 @@ class _TaskRun:
             return None if record.status_message == message else record.evolve(status_message=message)
 
         try:
-            written = await self.engine._mutate(self.task_id, change)
+            written = await self._write(change)
         except Exception:
             logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
             return
@@ -101,15 +141,26 @@ class _TaskRun:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
         pending = list(requests)
         answers: list[Any] = [None] * len(pending)
+        rejected = [0] * len(pending)
         todo = list(range(len(pending)))
         while todo:
             keys = await self._issue({i: pending[i] for i in todo})
             received = await self._await_answers(keys)
             retry: list[int] = []
             for index, raw in received.items():
+                refusal = _error_response(raw)
+                if refusal is not None:
+                    raise refusal
                 try:
                     answers[index] = pending[index].parse(raw)
                 except InvalidAnswer as exc:
+                    rejected[index] += 1
+                    if rejected[index] >= MAX_INVALID_ANSWERS:
+                        raise ProtocolError(
+                            INVALID_PARAMS,
+                            f"The client answered {pending[index].method} with invalid content "
+                            f"{MAX_INVALID_ANSWERS} times; last problem: {exc}",
+                        ) from None
                     pending[index] = pending[index].retry_with(str(exc))
                     retry.append(index)
             todo = retry
@@ -132,7 +183,7 @@ class _TaskRun:
                 status="input_required",
             )
 
-        if await self.engine._mutate(self.task_id, issue) is None:
+        if await self._write(issue) is None:
             await self._halt()
         return keys
 
@@ -147,7 +198,7 @@ class _TaskRun:
                 self.waiters.append(wake)
                 try:
                     record = await store.get(self.task_id)
-                    if record is None or record.terminal:
+                    if record is None or record.terminal or not self.owns(record):
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
                     responses = record.input_responses
@@ -167,7 +218,8 @@ class _TaskRun:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
             return record.evolve(input_responses=left)
 
-        await self.engine._mutate(self.task_id, consume)
+        if await self._write(consume) is None:
+            await self._halt()
         return received
 
 
@@ -181,6 +233,11 @@ class InlineChannel:
     def task_id(self) -> str | None:
         """Always None: an inline run has no task."""
         return None
+
+    @property
+    def attempt(self) -> int:
+        """Always 1: no re-runs without a task."""
+        return 1
 
     async def set_status(self, message: str) -> None:
         """Dropped: there is no task to carry a status message."""
@@ -337,10 +394,10 @@ class TaskEngine:
         running_before = dict(self._runs)
         claiming = self._claiming
         live = await self.store.live_runners()
-        active: set[str] = set()
+        active: dict[str, TaskRecord] = {}
         count = 0
         for record in await self.store.list_active():
-            active.add(record.task_id)
+            active[record.task_id] = record
             if record.runner is None or record.task_id in self._runs:
                 continue
             if record.runner == self.instance_id:
@@ -353,10 +410,13 @@ class TaskEngine:
             if await self._orphaned(record):
                 count += 1
         for task_id, run in running_before.items():
-            if task_id not in active and self._runs.get(task_id) is run:
+            if self._runs.get(task_id) is not run:
+                continue
+            current = active.get(task_id)
+            if current is None:  # ended, or created after the snapshot: look again
                 current = await self.store.get(task_id)
-                if current is None or current.terminal:
-                    run.stop()
+            if current is None or current.terminal or not run.owns(current):
+                run.stop()
         return count
 
     async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
@@ -490,7 +550,9 @@ class TaskEngine:
         try:
             claimed = await self.store.claim(self.instance_id, room)
             for record in claimed:
-                self._runs.setdefault(record.task_id, _TaskRun(self, record.task_id, record.expires_at))
+                self._runs.setdefault(
+                    record.task_id, _TaskRun(self, record.task_id, record.expires_at, record.attempt)
+                )
         finally:
             self._claiming -= 1
         for record in claimed:
@@ -546,9 +608,14 @@ class TaskEngine:
                 try:
                     if outcome is None:  # the engine is shutting down: release or fail the task
                         record = await self.store.get(run.task_id)
-                        if record is not None and record.runner == self.instance_id:
+                        if record is not None and run.owns(record):
                             await self._orphaned(record, shutdown=True)
-                    elif await self._finish(run.task_id, outcome) is not None:
+                    elif (
+                        await self._finish(
+                            run.task_id, outcome, only_runner=self.instance_id, only_attempt=run.attempt
+                        )
+                        is not None
+                    ):
                         run.final = outcome
                 except Exception:
                     # The store failed the final write: the task stays active and, once this
@@ -582,10 +649,17 @@ class TaskEngine:
         return await run_body(tool.open_body(arguments, context), channel, tool.name)
 
     async def _finish(
-        self, task_id: str, outcome: Outcome, *, only_runner: str | None = None
+        self,
+        task_id: str,
+        outcome: Outcome,
+        *,
+        only_runner: str | None = None,
+        only_attempt: int | None = None,
     ) -> TaskRecord | None:
         def change(record: TaskRecord) -> TaskRecord | None:
             if only_runner is not None and record.runner != only_runner:
+                return None
+            if only_attempt is not None and record.attempt != only_attempt:
                 return None
             return record.evolve(
                 status=outcome.status,
@@ -732,7 +806,7 @@ class TaskEngine:
 
     async def _refresh(self, run: _TaskRun) -> None:
         record = await self.store.get(run.task_id)
-        if record is None or record.terminal:
+        if record is None or record.terminal or not run.owns(record):
             run.stop()
         else:
             run.poke()

@@ -62,6 +62,11 @@ class ReplayChannel:
         """None: no task exists during a synchronous round."""
         return None
 
+    @property
+    def attempt(self) -> int:
+        """Always 1: no re-runs without a task."""
+        return 1
+
     async def set_status(self, message: str) -> None:
         """Dropped: there is no task to carry it yet."""
 

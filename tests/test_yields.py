@@ -179,12 +179,25 @@ async def test_repeated_rejections_do_not_stack_reasons() -> None:
         client = Client(protocol)
         task_id = await client.start("confirm_tool")
         seen: list[str] = []
-        for _ in range(3):
+        for _ in range(2):
             seen.append(await client.answer_only(task_id, accept({}), excluding=seen))
         retry = await client.input(task_id, count=1, excluding=seen)
         (message,) = (r["params"]["message"] for r in retry.values())
         await client.cancel(task_id)
     assert message.count("Previous answer rejected") == 1
+
+
+async def test_a_question_answered_invalidly_three_times_fails_the_task() -> None:
+    async with serve(confirm_tool) as (_, protocol):
+        client = Client(protocol)
+        task_id = await client.start("confirm_tool")
+        seen: list[str] = []
+        for _ in range(3):
+            seen.append(await client.answer_only(task_id, accept({}), excluding=seen))
+        done = await client.finish(task_id)
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == -32602
+    assert "3 times" in done["error"]["message"]
 
 
 async def test_elicit_with_dict_schema_gives_raw_content() -> None:

@@ -49,7 +49,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, Protocol, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import redis.asyncio as aioredis
@@ -389,6 +389,19 @@ class _Subscription:
             self._scope.cancel()
 
 
+def _split_prefix(url: str) -> tuple[str, str | None]:
+    """Take `?prefix=name` out of a Redis URL (redis-py would reject it); return (url, prefix)."""
+    if not isinstance(url, str):
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for key, value in query if key == "prefix"]
+    if not prefixes:
+        return url, None
+    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefixes[-1]
+
+
 class RedisTaskStore:
     """A durable, shared `TaskStore` in a Redis database (`redis://host:port/db`, `rediss://...`).
 
@@ -405,7 +418,11 @@ class RedisTaskStore:
 
     durable: bool = True
 
-    def __init__(self, url: str, *, prefix: str = "mcptasks", client: aioredis.Redis | None = None) -> None:
+    def __init__(self, url: str, *, prefix: str | None = None, client: aioredis.Redis | None = None) -> None:
+        url, url_prefix = _split_prefix(url)
+        if prefix is not None and url_prefix is not None and prefix != url_prefix:
+            raise ValueError(f"two key prefixes given: {prefix!r} and ?prefix={url_prefix!r} in the URL")
+        prefix = prefix if prefix is not None else url_prefix if url_prefix is not None else "mcptasks"
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"Redis key prefix must be a non-empty string, got {prefix!r}")
         scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
