@@ -70,7 +70,14 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from mcptasks.protocol import IDEMPOTENCY_META
-from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
+from mcptasks.wire import (
+    EXTENSION_ID,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    TERMINAL_STATUSES,
+)
 
 __all__ = [
     "EXTENSION_ID",
@@ -100,16 +107,12 @@ __all__ = [
     "start_tool_call",
 ]
 
-_INVALID_PARAMS = -32602
-_INTERNAL_ERROR = -32603
-_PARSE_ERROR = -32700
-_METHOD_NOT_FOUND = -32601
 _SERVER_ERROR = -32000
 """Also the SDK's CONNECTION_CLOSED, and the code of a poll rejected as too fast."""
 _REQUEST_TIMEOUT = -32001
 
 TRANSIENT_ERROR_CODES: frozenset[int] = frozenset(
-    {_INTERNAL_ERROR, _PARSE_ERROR, _SERVER_ERROR, _REQUEST_TIMEOUT}
+    {INTERNAL_ERROR, PARSE_ERROR, _SERVER_ERROR, _REQUEST_TIMEOUT}
 )
 """JSON-RPC error codes of `tasks/*` requests that are retried with back-off."""
 
@@ -250,7 +253,7 @@ class TaskFailed(TaskError, MCPError):
     def __init__(self, task: DetailedTask) -> None:
         error = task.error or {}
         raw_code = error.get("code")
-        code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else _INTERNAL_ERROR
+        code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else INTERNAL_ERROR
         message = error.get("message")
         if not isinstance(message, str):
             message = task.status_message or "task failed"
@@ -637,7 +640,7 @@ class TaskHandle:
                     request, result_type, request_read_timeout_seconds=self.policy.request_timeout
                 )
             except MCPError as exc:
-                if exc.code == _INVALID_PARAMS:
+                if exc.code == INVALID_PARAMS:
                     raise UnknownTask(self.task_id, exc) from exc
                 if exc.code not in TRANSIENT_ERROR_CODES:
                     raise
@@ -792,7 +795,7 @@ class TaskHandle:
         try:
             request = _INPUT_REQUEST.validate_python(raw, by_name=False)
         except ValidationError:
-            error = ErrorData(code=_METHOD_NOT_FOUND, message=f"unsupported input request {method_name!r}")
+            error = ErrorData(code=METHOD_NOT_FOUND, message=f"unsupported input request {method_name!r}")
             raise await self._refuse(task, key, method_name, error) from None
         params = request.params
         context = ClientRequestContext(

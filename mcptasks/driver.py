@@ -124,6 +124,34 @@ async def run_body(body: Any, channel: BodyChannel, tool: str, *, pending: Pendi
         return outcome_of_exception(exc, tool)
 
 
+class InlineChannel:
+    """The channel of a body run inline: no task, so status is dropped and input is refused."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    @property
+    def task_id(self) -> str | None:
+        """Always None: an inline run has no task."""
+        return None
+
+    @property
+    def attempt(self) -> int:
+        """Always 1: no re-runs without a task."""
+        return 1
+
+    async def set_status(self, message: str) -> None:
+        """Dropped: there is no task to carry a status message."""
+
+    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
+        """Refuse: input needs a task (or a multi-round-trip exchange)."""
+        methods = ", ".join(sorted({r.method for r in requests}))
+        raise ToolError(
+            f"Tool {self.tool!r} needs input from the client ({methods}). Call it with the "
+            "io.modelcontextprotocol/tasks extension declared in the request's client capabilities."
+        )
+
+
 def wire_requests(requests: Sequence[InputRequest], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The `inputRequests` object for `requests` under `keys`."""
     return {key: request.to_wire() for key, request in zip(keys, requests, strict=True)}

@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from mcptasks.context import BodyChannel, TaskContext
-from mcptasks.driver import Outcome, Pending, run_body, wire_requests
+from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
@@ -221,34 +221,6 @@ class _TaskRun:
         if await self._write(consume) is None:
             await self._halt()
         return received
-
-
-class InlineChannel:
-    """The channel of a body run inline: no task, so status is dropped and input is refused."""
-
-    def __init__(self, tool: str) -> None:
-        self.tool = tool
-
-    @property
-    def task_id(self) -> str | None:
-        """Always None: an inline run has no task."""
-        return None
-
-    @property
-    def attempt(self) -> int:
-        """Always 1: no re-runs without a task."""
-        return 1
-
-    async def set_status(self, message: str) -> None:
-        """Dropped: there is no task to carry a status message."""
-
-    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
-        """Refuse: input needs a task (or a multi-round-trip exchange)."""
-        methods = ", ".join(sorted({r.method for r in requests}))
-        raise ToolError(
-            f"Tool {self.tool!r} needs input from the client ({methods}). Call it with the "
-            "io.modelcontextprotocol/tasks extension declared in the request's client capabilities."
-        )
 
 
 class TaskEngine:

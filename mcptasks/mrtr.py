@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from mcptasks.context import TaskContext
-from mcptasks.driver import Pending
+from mcptasks.driver import InlineChannel, Pending
 from mcptasks.errors import ProtocolError, ToolError
 from mcptasks.request_state import RequestStateCodec, arguments_digest
 from mcptasks.tool import TaskTool
@@ -40,7 +40,7 @@ class InputNeeded(BaseException):
         self.requests = requests
 
 
-class ReplayChannel:
+class ReplayChannel(InlineChannel):
     """The channel of one MRTR round: answers come from the gathered responses, by key."""
 
     def __init__(
@@ -51,24 +51,11 @@ class ReplayChannel:
         capabilities: Mapping[str, Any],
         allowed: Callable[[InputRequest], bool],
     ) -> None:
-        self.tool = tool
+        super().__init__(tool)
         self.answers = dict(answers)
         self.capabilities = capabilities
         self.allowed = allowed
         self.sequence = 0
-
-    @property
-    def task_id(self) -> str | None:
-        """None: no task exists during a synchronous round."""
-        return None
-
-    @property
-    def attempt(self) -> int:
-        """Always 1: no re-runs without a task."""
-        return 1
-
-    async def set_status(self, message: str) -> None:
-        """Dropped: there is no task to carry it yet."""
 
     def _check_capability(self, request: InputRequest) -> None:
         capability = METHOD_CAPABILITY.get(request.method)

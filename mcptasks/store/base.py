@@ -86,6 +86,20 @@ class TaskRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+RECORD_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "owner",
+    "tool",
+    "status",
+    "version",
+    "created_at",
+    "updated_at",
+    "runner",
+    "idempotency_key",
+)
+"""The record fields SQL stores keep in columns of their own (the rest goes into a JSON body)."""
+
+
 class TaskExists(Exception):
     """`create` was given a task id that is already stored."""
 

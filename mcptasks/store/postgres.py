@@ -49,7 +49,7 @@ import anyio
 import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from anyio.streams.memory import MemoryObjectSendStream
 
-from mcptasks.store.base import TaskExists, TaskRecord
+from mcptasks.store.base import RECORD_COLUMNS, TaskExists, TaskRecord
 from mcptasks.store.sqlite import SchemaVersionError
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresTaskStore", "SchemaVersionError"]
@@ -113,17 +113,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes (rows 1..SCHEMA_VERSION in `schema_version`)."""
 
-_COLUMNS = (
-    "task_id",
-    "owner",
-    "tool",
-    "status",
-    "version",
-    "created_at",
-    "updated_at",
-    "runner",
-    "idempotency_key",
-)
+_COLUMNS = RECORD_COLUMNS
 """Record fields stored in their own columns; the rest go to `body`."""
 
 _TEXT_COLUMNS = ("task_id", "owner", "tool", "runner", "idempotency_key")

@@ -28,7 +28,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
-from mcptasks.store.base import TaskExists, TaskRecord
+from mcptasks.store.base import RECORD_COLUMNS, TaskExists, TaskRecord
 from mcptasks.store.broadcast import LocalBroadcast
 
 __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore", "migrate"]
@@ -76,17 +76,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
-_COLUMNS = (
-    "task_id",
-    "owner",
-    "tool",
-    "status",
-    "version",
-    "created_at",
-    "updated_at",
-    "runner",
-    "idempotency_key",
-)
+_COLUMNS = RECORD_COLUMNS
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
 _NOT_TERMINAL = "status NOT IN ('completed', 'failed', 'cancelled')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
