@@ -74,7 +74,17 @@ def _error_response(raw: Any) -> ProtocolError | None:
 class _TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
-    __slots__ = ("attempt", "engine", "expires_at", "final", "scope", "stop_outcome", "task_id", "waiters")
+    __slots__ = (
+        "attempt",
+        "engine",
+        "expires_at",
+        "final",
+        "record",
+        "scope",
+        "stop_outcome",
+        "task_id",
+        "waiters",
+    )
 
     def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None, attempt: int = 1) -> None:
         self.engine = engine
@@ -82,6 +92,8 @@ class _TaskRun:
         self.expires_at = expires_at
         self.attempt = attempt
         """Which run of the task this is (re-runs after a lost worker count up)."""
+        self.record: TaskRecord | None = None
+        """The newest copy of the record this run wrote or read (saves a read before a write)."""
         self.scope: anyio.CancelScope | None = None
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
@@ -114,8 +126,12 @@ class _TaskRun:
             owned = self.owns(record)
             return change(record) if owned else None
 
-        written = await self.engine._mutate(self.task_id, guarded)
-        return written if owned else None
+        written = await self.engine._mutate(self.task_id, guarded, known=self.record)
+        if written is None or not owned:
+            self.record = None
+            return None
+        self.record = written
+        return written
 
     async def _halt(self) -> None:
         # The record is terminal or gone: end the body through cancellation so `finally:` runs.
@@ -201,6 +217,7 @@ class _TaskRun:
                     if record is None or record.terminal or not self.owns(record):
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
+                    self.record = record
                     responses = record.input_responses
                     received = {i: responses[key] for i, key in keys.items() if key in responses}
                     if len(received) == len(keys):
@@ -487,6 +504,7 @@ class TaskEngine:
         if run is None:
             await self.store.publish(record.task_id)
         else:
+            run.record = record
             task_group.start_soon(self._execute, tool, args, run, owner, prepared)
         return record
 
@@ -522,9 +540,10 @@ class TaskEngine:
         try:
             claimed = await self.store.claim(self.instance_id, room)
             for record in claimed:
-                self._runs.setdefault(
+                run = self._runs.setdefault(
                     record.task_id, _TaskRun(self, record.task_id, record.expires_at, record.attempt)
                 )
+                run.record = record
         finally:
             self._claiming -= 1
         for record in claimed:
@@ -584,7 +603,11 @@ class TaskEngine:
                             await self._orphaned(record, shutdown=True)
                     elif (
                         await self._finish(
-                            run.task_id, outcome, only_runner=self.instance_id, only_attempt=run.attempt
+                            run.task_id,
+                            outcome,
+                            only_runner=self.instance_id,
+                            only_attempt=run.attempt,
+                            known=run.record,
                         )
                         is not None
                     ):
@@ -627,6 +650,7 @@ class TaskEngine:
         *,
         only_runner: str | None = None,
         only_attempt: int | None = None,
+        known: TaskRecord | None = None,
     ) -> TaskRecord | None:
         def change(record: TaskRecord) -> TaskRecord | None:
             if only_runner is not None and record.runner != only_runner:
@@ -642,18 +666,26 @@ class TaskEngine:
                 input_responses={},
             )
 
-        return await self._mutate(task_id, change)
+        return await self._mutate(task_id, change, known=known)
 
     async def _mutate(
-        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None]
+        self,
+        task_id: str,
+        change: Callable[[TaskRecord], TaskRecord | None],
+        *,
+        known: TaskRecord | None = None,
     ) -> TaskRecord | None:
         """Apply `change` with compare-and-set, retrying on conflicts.
 
+        `known` is a copy the caller believes current (a runner's own last write): the first
+        attempt uses it without reading the store, and a conflict falls back to reading.
         Returns the stored record after the change (the unchanged one when `change` returns
         None), or None when the task is gone or already terminal.
         """
+        record = known
         while True:
-            record = await self.store.get(task_id)
+            if record is None:
+                record = await self.store.get(task_id)
             if record is None or record.terminal:
                 return None
             updated = change(record)
@@ -661,6 +693,7 @@ class TaskEngine:
                 return record
             if await self.store.replace(updated, expected_version=record.version):
                 return updated
+            record = None
 
     # -- client operations ---------------------------------------------------------------------
 

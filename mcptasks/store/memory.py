@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
@@ -37,9 +36,9 @@ class MemoryTaskStore:
             key = (record.owner, record.idempotency_key)
             existing = self._records.get(self._idempotency.get(key, ""))
             if existing is not None and not existing.expired(time.time()):
-                return dataclasses.replace(existing)
+                return existing.copy()
             self._idempotency[key] = record.task_id
-        self._records[record.task_id] = dataclasses.replace(record)
+        self._records[record.task_id] = record.copy()
         return record
 
     async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
@@ -49,7 +48,7 @@ class MemoryTaskStore:
             return None
         if owner is not None and record.owner != owner:
             return None
-        return dataclasses.replace(record)
+        return record.copy()
 
     async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
         """Compare-and-set on `version`; terminal records are final."""
@@ -57,16 +56,14 @@ class MemoryTaskStore:
         if stored is None or stored.version != expected_version or stored.terminal:
             return False
         record.version = expected_version + 1
-        self._records[record.task_id] = dataclasses.replace(record)
+        self._records[record.task_id] = record.copy()
         return True
 
     async def list_active(self) -> list[TaskRecord]:
         """Copies of every unexpired working / input_required record."""
         now = time.time()
         return [
-            dataclasses.replace(r)
-            for r in self._records.values()
-            if r.status in ACTIVE_STATUSES and not r.expired(now)
+            r.copy() for r in self._records.values() if r.status in ACTIVE_STATUSES and not r.expired(now)
         ]
 
     async def delete_expired(self, now: float) -> int:
@@ -102,7 +99,7 @@ class MemoryTaskStore:
         for record in queued:
             record.runner = runner
             record.version += 1
-            claimed.append(dataclasses.replace(record))
+            claimed.append(record.copy())
         return claimed
 
     async def publish(self, task_id: str) -> None:
