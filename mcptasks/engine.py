@@ -594,30 +594,37 @@ class TaskEngine:
                     outcome = self._ttl_outcome(tool)
                 else:  # stopped because the record ended or vanished: nothing left to write
                     outcome = _HALTED
-        finally:
+        except BaseException:
+            # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
             with anyio.CancelScope(shield=True):
-                try:
-                    if outcome is None:  # the engine is shutting down: release or fail the task
-                        record = await self.store.get(run.task_id)
-                        if record is not None and run.owns(record):
-                            await self._orphaned(record, shutdown=True)
-                    elif (
-                        await self._finish(
-                            run.task_id,
-                            outcome,
-                            only_runner=self.instance_id,
-                            only_attempt=run.attempt,
-                            known=run.record,
-                        )
-                        is not None
-                    ):
-                        run.final = outcome
-                except Exception:
-                    # The store failed the final write: the task stays active and, once this
-                    # instance is gone or restarted, the reaper fails (or re-runs) it.
-                    logger.exception("could not record the end of task %s", run.task_id)
-                finally:
-                    self._runs.pop(run.task_id, None)
+                await self._settle(run, outcome)
+            raise
+        await self._settle(run, outcome)
+
+    async def _settle(self, run: _TaskRun, outcome: Outcome | None) -> None:
+        """Record how a run ended and forget it (outcome None: the engine is shutting down)."""
+        try:
+            if outcome is None:  # release the task (retry_on_crash) or fail it
+                record = await self.store.get(run.task_id)
+                if record is not None and run.owns(record):
+                    await self._orphaned(record, shutdown=True)
+            elif (
+                await self._finish(
+                    run.task_id,
+                    outcome,
+                    only_runner=self.instance_id,
+                    only_attempt=run.attempt,
+                    known=run.record,
+                )
+                is not None
+            ):
+                run.final = outcome
+        except Exception:
+            # The store failed the final write: the task stays active and, once this instance
+            # is gone or restarted, the reaper fails (or re-runs) it.
+            logger.exception("could not record the end of task %s", run.task_id)
+        finally:
+            self._runs.pop(run.task_id, None)
 
     @staticmethod
     def _ttl_outcome(tool: TaskTool) -> Outcome:
