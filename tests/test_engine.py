@@ -943,3 +943,39 @@ async def test_opted_in_call_runs_as_a_task_not_inline() -> None:
         created = await protocol.call_tool("quick", {"n": 3}, meta=opted_in_meta())
     assert created["resultType"] == "task"
     assert len(store) == 1
+
+
+class FlakyStore(MemoryTaskStore):
+    """A memory store whose next `failures` heartbeats fail as if the server were unreachable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+        self.failed = anyio.Event()
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            if self.failures == 0:
+                self.failed.set()
+            raise ConnectionError("store unreachable (simulated)")
+        await super().heartbeat(runner, ttl)
+
+
+async def test_a_failing_background_duty_does_not_stop_the_engine() -> None:
+    store = FlakyStore()
+
+    @task_tool
+    async def quick() -> str:
+        await anyio.sleep(0)
+        return "done"
+
+    engine = TaskEngine(store, lease_ttl=0.03)
+    async with engine:  # the start-up heartbeat succeeds; the next three periodic ones fail
+        store.failures = 3
+        with anyio.fail_after(10):
+            await store.failed.wait()
+        protocol = TasksProtocol(engine, [quick], immediate_results=False)
+        created = await protocol.call_tool("quick", {}, meta=opted_in_meta())
+        task = await wait_for_status(protocol, created["taskId"], {"completed"})
+    assert task["result"]["content"][0]["text"] == "done"
