@@ -967,7 +967,7 @@ async def test_a_failing_background_duty_does_not_stop_the_engine() -> None:
 
     @task_tool
     async def quick() -> str:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return "done"
 
     engine = TaskEngine(store, lease_ttl=0.03)
