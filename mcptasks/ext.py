@@ -78,6 +78,11 @@ def _raw(value: Any) -> Any:
     return value
 
 
+def _call_tool_result(result: Mapping[str, Any]) -> CallToolResult:
+    # The SDK stamps resultType itself and checks the result against the tool's output schema.
+    return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
+
+
 def _mcp_error(exc: ProtocolError) -> MCPError:
     return MCPError(code=exc.code, message=exc.message, data=exc.data)
 
@@ -254,7 +259,7 @@ class TasksExtension(Extension):
             result = await self.protocol.call_fallback_tool(
                 params.name, params.arguments, owner=current_owner()
             )
-            return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
+            return _call_tool_result(result)
         if params.name not in self.protocol.tools:
             return await call_next(ctx)
         modern = ctx.protocol_version == PROTOCOL_VERSION
@@ -272,7 +277,7 @@ class TasksExtension(Extension):
         except ProtocolError as exc:
             raise _mcp_error(exc) from None
         if result.get("resultType") == "complete":
-            return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
+            return _call_tool_result(result)
         return result
 
 
