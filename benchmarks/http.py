@@ -5,11 +5,12 @@
 Starts `mcptasks serve benchmarks/http_app.py --transport http` on a free 127.0.0.1 port and
 measures, each next to an ordinary non-task `tools/call` on the same server:
 
-- create p50: one `tools/call` of a zero-work task tool (opted in) answered with CreateTaskResult,
-  sequential requests on one keep-alive connection;
+- create p50: one `tools/call` (opted in) of a task tool that suspends for 1 ms, so it is always
+  answered with a CreateTaskResult; sequential requests on one keep-alive connection;
 - create throughput: the same with `--concurrency` requests in flight;
-- create -> result: from sending `tools/call` until a `tasks/get` shows the task completed
-  (zero-work task, polling at once and back to back);
+- create -> result: from sending `tools/call` of a zero-work task tool until its result is in hand
+  (the server answers such a body inline: "immediate results"); and, for the 1 ms tool, until a
+  `tasks/get` polled back to back shows it completed;
 - `tasks/get` throughput on a completed task, `--concurrency` in flight.
 
 Targets (issue 3): create p50 <= 1.3x the plain call's p50; create throughput >= 0.8x the plain
@@ -86,10 +87,8 @@ class Wire:
             "tools/call", {"name": "plain_noop", "arguments": {}, "_meta": _meta(False)}, "plain_noop"
         )
 
-    async def create(self) -> dict[str, Any]:
-        return await self.request(
-            "tools/call", {"name": "task_noop", "arguments": {}, "_meta": _meta(True)}, "task_noop"
-        )
+    async def create(self, tool: str = "task_brief") -> dict[str, Any]:
+        return await self.request("tools/call", {"name": tool, "arguments": {}, "_meta": _meta(True)}, tool)
 
     async def get(self, task_id: str) -> dict[str, Any]:
         return await self.request("tasks/get", {"taskId": task_id, "_meta": _meta(True)}, task_id)
@@ -120,9 +119,11 @@ async def _throughput(n: int, concurrency: int, op: Callable[[], Awaitable[Any]]
     return n / (time.perf_counter() - start)
 
 
-async def _create_to_result(wire: Wire) -> float:
+async def _create_to_result(wire: Wire, tool: str) -> float:
     start = time.perf_counter()
-    created = await wire.create()
+    created = await wire.create(tool)
+    if created.get("resultType") == "complete":  # answered inline (immediate result)
+        return time.perf_counter() - start
     task_id = created["taskId"]
     while True:
         task = await wire.get(task_id)
@@ -147,7 +148,8 @@ async def measure(url: str, *, n: int, concurrency: int) -> dict[str, float]:
         create = await _sequential(n, wire.create)
         plain_tput = await _throughput(n * 2, concurrency, wire.plain_call)
         create_tput = await _throughput(n * 2, concurrency, wire.create)
-        latency = [await _create_to_result(wire) for _ in range(n // 2)]
+        latency = [await _create_to_result(wire, "task_noop") for _ in range(n // 2)]
+        task_latency = [await _create_to_result(wire, "task_brief") for _ in range(n // 2)]
         done = await wire.create()
         while (await wire.get(done["taskId"]))["status"] != "completed":
             pass
@@ -160,6 +162,7 @@ async def measure(url: str, *, n: int, concurrency: int) -> dict[str, float]:
         "create_per_s": create_tput,
         "create_to_result_p50_ms": _pct(latency, 0.5),
         "create_to_result_p95_ms": _pct(latency, 0.95),
+        "brief_task_to_result_p50_ms": _pct(task_latency, 0.5),
         "tasks_get_per_s": get_tput,
         "create_p50_ratio": _pct(create, 0.5) / _pct(plain, 0.5),
         "create_throughput_ratio": create_tput / plain_tput,
@@ -219,6 +222,11 @@ def main() -> None:
         ),
         ("zero-work create -> result p50", f"{figures['create_to_result_p50_ms']:.2f} ms", "(<= 3 ms)"),
         ("zero-work create -> result p95", f"{figures['create_to_result_p95_ms']:.2f} ms", ""),
+        (
+            "1 ms task: create -> polled result",
+            f"{figures['brief_task_to_result_p50_ms']:.2f} ms",
+            "(p50, via tasks/get)",
+        ),
         ("tasks/get throughput", f"{figures['tasks_get_per_s']:.0f} /s", ""),
     ]
     print(f"store={args.store} n={n} concurrency={args.concurrency} cpus={os.cpu_count()}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import anyio
+
 from mcptasks import Result, TaskServer
 
 app = TaskServer("mcptasks-bench")
@@ -15,5 +17,12 @@ def plain_noop() -> str:
 
 @app.task_tool(poll_interval=0.05)
 async def task_noop():
-    """A task tool that does nothing."""
+    """A task tool that does nothing (answered inline: immediate results)."""
+    yield Result("ok")
+
+
+@app.task_tool(poll_interval=0.05)
+async def task_brief():
+    """A task tool that suspends for 1 ms, so every call really creates a task."""
+    await anyio.sleep(0.001)
     yield Result("ok")
