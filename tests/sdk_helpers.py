@@ -53,6 +53,13 @@ from mcptasks import (
     TaskServer,
     ToolError,
 )
+from mcptasks.client import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    TaskIdParams,
+    UpdateTaskParams,
+    UpdateTaskRequest,
+)
 
 PROTOCOL_VERSION = "2026-07-28"
 TIMEOUT = 20.0
@@ -229,19 +236,6 @@ class HostApp:
 # -- typed tasks/* requests for the SDK client -------------------------------------------------
 
 
-class TaskIdParams(RequestParams):
-    """`{taskId}` (wire names come from the SDK's camelCase aliases)."""
-
-    task_id: str
-
-
-class UpdateParams(RequestParams):
-    """`{taskId, inputResponses}`."""
-
-    task_id: str
-    input_responses: dict[str, Any]
-
-
 class MisroutedParams(RequestParams):
     """`{taskId, routing}`: the SDK puts `routing` into `Mcp-Name` (a deliberate mismatch)."""
 
@@ -249,24 +243,6 @@ class MisroutedParams(RequestParams):
 
     task_id: str
     routing: str
-
-
-class GetTaskRequest(Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskIdParams
-    name_param = "taskId"
-
-
-class UpdateTaskRequest(Request[UpdateParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: UpdateParams
-    name_param = "taskId"
-
-
-class CancelTaskRequest(Request[TaskIdParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: TaskIdParams
-    name_param = "taskId"
 
 
 class MisroutedGetTaskRequest(Request[MisroutedParams, Literal["tasks/get"]]):
@@ -350,7 +326,7 @@ class Tasks:
         )
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
-        request = UpdateTaskRequest(params=UpdateParams(task_id=task_id, input_responses=dict(responses)))
+        request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=dict(responses)))
         return wire(await self.session.send_request(request, AnyResult))
 
     async def cancel(self, task_id: str) -> dict[str, Any]:

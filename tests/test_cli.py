@@ -17,16 +17,17 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.extension import advertise
-from mcp_types import CallToolRequest, CallToolRequestParams, Request, RequestParams, Result
+from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from pydantic import ConfigDict
 
 import mcptasks
+from mcptasks.client import GetTaskRequest, TaskIdParams
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -200,16 +201,6 @@ class AnyResult(Result):
     model_config = ConfigDict(extra="allow")
 
 
-class TaskParams(RequestParams):
-    task_id: str
-
-
-class GetTaskRequest(Request[TaskParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskParams
-    name_param = "taskId"
-
-
 def _wire(result: Result) -> dict[str, Any]:
     return result.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -223,7 +214,7 @@ async def start_task(client: Client, name: str, arguments: dict[str, Any]) -> st
 
 async def get_task(client: Client, task_id: str) -> dict[str, Any]:
     return _wire(
-        await client.session.send_request(GetTaskRequest(params=TaskParams(task_id=task_id)), AnyResult)
+        await client.session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), AnyResult)
     )
 
 

@@ -19,17 +19,24 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 from mcp.client.extension import advertise
-from mcp_types import CallToolRequest, CallToolRequestParams, Request, RequestParams, Result
+from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from pydantic import ConfigDict
 
 from mcptasks import Result as TaskResult
 from mcptasks import TaskServer, ToolError
+from mcptasks.client import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    TaskIdParams,
+    UpdateTaskParams,
+    UpdateTaskRequest,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
@@ -53,32 +60,6 @@ class AnyResult(Result):
     """Any result, kept whole (`model_dump(by_alias=True)` gives the wire object)."""
 
     model_config = ConfigDict(extra="allow")
-
-
-class TaskParams(RequestParams):
-    task_id: str
-
-
-class UpdateParams(TaskParams):
-    input_responses: dict[str, Any]
-
-
-class GetTaskRequest(Request[TaskParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskParams
-    name_param = "taskId"
-
-
-class UpdateTaskRequest(Request[UpdateParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: UpdateParams
-    name_param = "taskId"
-
-
-class CancelTaskRequest(Request[TaskParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: TaskParams
-    name_param = "taskId"
 
 
 def _wire(result: Result) -> dict[str, Any]:
@@ -115,7 +96,7 @@ class Tasks:
         return {"status": "completed", "result": created}
 
     async def get(self, task_id: str) -> dict[str, Any]:
-        request = GetTaskRequest(params=TaskParams(task_id=task_id))
+        request = GetTaskRequest(params=TaskIdParams(task_id=task_id))
         task = _wire(await self.client.session.send_request(request, AnyResult))
         message = task.get("statusMessage")
         if message is not None and (not self.seen_status or self.seen_status[-1] != message):
@@ -123,11 +104,11 @@ class Tasks:
         return task
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
-        request = UpdateTaskRequest(params=UpdateParams(task_id=task_id, input_responses=responses))
+        request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=responses))
         return _wire(await self.client.session.send_request(request, AnyResult))
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
-        request = CancelTaskRequest(params=TaskParams(task_id=task_id))
+        request = CancelTaskRequest(params=TaskIdParams(task_id=task_id))
         return _wire(await self.client.session.send_request(request, AnyResult))
 
     async def wait_for(
