@@ -10,11 +10,9 @@ Every wait is an `expect` on output or a bounded poll; nothing synchronises by s
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import clean_env, free_port, serving_http
 
 from mcptasks.call_cli import FormField, form_fields, main, parse_answer, parse_arguments, render_result
 
@@ -39,55 +38,12 @@ TASK_ID = r"[A-Za-z0-9_-]{20,}"
 STAMPED = re.compile(r"^\[\d\d:\d\d:\d\d\] (working|input_required|completed|failed|cancelled)(: .*)?$")
 
 
-def clean_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MCPTASKS_STORE", "MCPTASKS_LEDGER")}
-    env.update(overrides)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def serving(tmp_path: Path, port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     """`mcptasks serve examples/conformance_server.py` over HTTP on 127.0.0.1:`port`, accepting."""
     log = tmp_path / f"server-{port}-{time.monotonic_ns()}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mcptasks", "serve", str(CONFORMANCE), "--transport", "http"),
-                *("--host", "127.0.0.1", "--port", str(port), *extra),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=clean_env(),
-            cwd=ROOT,
-        )
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not start in {TIMEOUT} s:\n{log.read_text()}")
-                time.sleep(0.05)
+    with serving_http(CONFORMANCE, port=port, log=log, extra=extra) as process:
         yield process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")

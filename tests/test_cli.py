@@ -8,12 +8,9 @@ official SDK client, and always stop it in `finally`.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
+from processes import clean_env, free_port, serving_http
 from pydantic import ConfigDict
 
 import mcptasks
@@ -42,12 +40,6 @@ TIMEOUT = 60.0
 def anyio_backend() -> str:
     """The SDK client runs on asyncio here (the servers are separate processes anyway)."""
     return "asyncio"
-
-
-def clean_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MCPTASKS_STORE" and not k.startswith("JOB_RUNNER_")}
-    env.update(overrides)
-    return env
 
 
 def mcptasks_cli(
@@ -227,57 +219,16 @@ async def finish(client: Client, task_id: str) -> dict[str, Any]:
             await anyio.sleep(0.05)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop a server we started: SIGTERM (uvicorn shuts down gracefully), then SIGKILL."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-
-
 @contextmanager
 def http_server(
     target: str, tmp_path: Path, *extra: str, env: Mapping[str, str] | None = None
 ) -> Iterator[str]:
     """Serve `target` over HTTP in a subprocess (cwd `tmp_path`); yield its MCP URL once it accepts."""
     port = free_port()
-    log = tmp_path / f"server-{port}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mcptasks", "serve", target, "--transport", "http"),
-                *("--host", "127.0.0.1", "--port", str(port), *extra),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else clean_env(),
-            cwd=tmp_path,
-        )
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not accept connections in {TIMEOUT} s:\n{log.read_text()}")
-                time.sleep(0.05)
+    with serving_http(
+        target, port=port, log=tmp_path / f"server-{port}.log", extra=extra, env=env, cwd=tmp_path
+    ):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(process)
 
 
 async def run_slow_compute(url: str) -> tuple[str, dict[str, Any]]:

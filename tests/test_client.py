@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -37,6 +33,7 @@ from mcp_types import (
     Root,
     TextContent,
 )
+from processes import clean_env, free_port, serving_http
 from pydantic import BaseModel
 
 from mcptasks import Elicit, ListRoots, ProtocolError, Result, Sample, TaskServer
@@ -710,54 +707,13 @@ async def test_the_ledger_follows_a_task_from_start_to_end(tmp_path: Path) -> No
 # -- real transports -------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("MCPTASKS_STORE", "MCPTASKS_LEDGER")}
-
-
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`mcptasks serve examples/conformance_server.py` over HTTP on 127.0.0.1 (one per module)."""
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mcptasks", "serve", str(CONFORMANCE), "--transport", "http"),
-                *("--host", "127.0.0.1", "--port", str(port)),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=clean_env(),
-            cwd=ROOT,
-        )
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not start in {TIMEOUT} s:\n{log.read_text()}")
-                time.sleep(0.05)
+    with serving_http(CONFORMANCE, port=port, log=log):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
 
 
 async def test_over_http_call_tool_input_and_routing_headers(http_url: str) -> None:

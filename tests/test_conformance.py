@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conformance_tools import install
+from processes import free_port, serving_http
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = [
@@ -33,44 +31,17 @@ SCENARIOS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited early with status {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not start listening")
-
-
 @pytest.fixture(scope="module", params=["memory://", "sqlite"])
 def server_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     store = request.param
     if store == "sqlite":
         store = f"sqlite:///{tmp_path_factory.mktemp('conformance') / 'tasks.db'}"
-    port = _free_port()
-    command = [sys.executable, "-m", "mcptasks", "serve", str(ROOT / "examples" / "conformance_server.py")]
-    command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port), "--store", store]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        _wait_listening(port, process)
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with serving_http(
+        ROOT / "examples" / "conformance_server.py", port=port, log=log, extra=("--store", store)
+    ):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,85 @@
+"""Real `mcptasks serve` processes for tests: start one over HTTP on 127.0.0.1, wait until it
+accepts connections, and always stop it (SIGTERM, then SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT = 60.0
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """This process's environment without mcptasks settings that would leak into a child."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MCPTASKS_STORE", "MCPTASKS_LEDGER")}
+    env.update(overrides)
+    return env
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server: SIGTERM (uvicorn shuts down gracefully), then SIGKILL."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+@contextmanager
+def serving_http(
+    target: str | Path,
+    *,
+    port: int,
+    log: Path,
+    extra: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`mcptasks serve TARGET --transport http` on 127.0.0.1:`port`, yielded once it accepts."""
+    command = [sys.executable, "-m", "mcptasks", "serve", str(target), "--transport", "http"]
+    command += ["--host", "127.0.0.1", "--port", str(port), *extra]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else clean_env(),
+            cwd=cwd,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"the server did not accept connections in {STARTUP_TIMEOUT} s:\n{log.read_text()}"
+                    )
+                time.sleep(0.05)
+        yield process
+    finally:
+        stop(process)
