@@ -80,11 +80,13 @@ def missing_extension_error(what: str) -> ProtocolError:
 
 def task_fields(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
     """The `Task` fields of a record."""
+    created = iso_timestamp(record.created_at)
+    updated = created if record.updated_at == record.created_at else iso_timestamp(record.updated_at)
     fields: dict[str, Any] = {
         "taskId": record.task_id,
         "status": record.status,
-        "createdAt": iso_timestamp(record.created_at),
-        "lastUpdatedAt": iso_timestamp(record.updated_at),
+        "createdAt": created,
+        "lastUpdatedAt": updated,
         "ttlMs": record.ttl_ms,
     }
     if record.status_message is not None:
@@ -277,7 +279,7 @@ class TasksProtocol:
         tool = self.tools.get(name)
         if tool is None:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
-        request_meta = dict(meta) if meta is not None else None
+        request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
         opted_in = tasks_allowed and client_opted_in(request_meta)
         mode = self.fallback_mode(tool)
         if not opted_in and (mode == "reject" or (tool.task_support == "required" and mode != "tools")):
@@ -286,10 +288,10 @@ class TasksProtocol:
             validated = tool.validate_arguments(arguments)
         except InvalidArguments as exc:
             return {"resultType": "complete", **error_result(str(exc))}
-        capabilities = client_capabilities(request_meta)
         if opted_in:
             prepared = None
             if tool.input_before_task:
+                capabilities = client_capabilities(request_meta)
                 rounds = self._rounds(
                     tool, arguments, input_responses, request_state, capabilities, before_task_only
                 )
@@ -329,6 +331,7 @@ class TasksProtocol:
         if not tasks_allowed:
             outcome = await self.engine.run_inline(tool, validated, owner=owner)
         else:
+            capabilities = client_capabilities(request_meta)
             rounds = self._rounds(
                 tool,
                 arguments,
