@@ -6,6 +6,7 @@ import dataclasses
 import re
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +33,7 @@ from mcptasks import (
     PollTooFast,
     ProtocolError,
     Result,
+    SqliteTaskStore,
     TaskContext,
     TaskEngine,
     TaskNotFound,
@@ -395,13 +397,16 @@ async def test_body_that_sets_status_after_cancel_is_stopped() -> None:
 # -- concurrency -----------------------------------------------------------------------------
 
 
-async def test_racing_updates_and_cancel_end_consistently() -> None:
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+async def test_racing_updates_and_cancel_end_consistently(store_kind: str, tmp_path: Path) -> None:
+    store = MemoryTaskStore() if store_kind == "memory" else SqliteTaskStore(tmp_path / "t.db")
+
     @task_tool
     async def tool():
         answers = yield tuple(Elicit(f"q{i}?") for i in range(5))
         yield Result({"values": [a.data["i"] for a in answers]})
 
-    async with serve(tool) as (engine, protocol):
+    async with serve(tool, store=store) as (engine, protocol):
         client = Client(protocol)
         task_id = await client.start("tool")
         keys = sorted(await client.input(task_id, count=5))
@@ -428,6 +433,7 @@ async def test_racing_updates_and_cancel_end_consistently() -> None:
         assert [v % 5 for v in values] == [0, 1, 2, 3, 4]
     else:
         assert final["status"] == "cancelled"
+        assert "result" not in final and "error" not in final
         assert "result" not in final and "error" not in final
 
 
