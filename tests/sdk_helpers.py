@@ -27,7 +27,7 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import uvicorn
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client import advertise
 from mcp.server.auth.provider import AccessToken
 from mcp_types import (
@@ -265,6 +265,33 @@ class AnyResult(WireResult):
     """Any result, every wire key kept."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    """An accepted elicitation answer with `content` as its fields."""
+    return {"action": "accept", "content": content}
+
+
+def text(result: Mapping[str, Any]) -> str:
+    """The text blocks of a wire `CallToolResult` dict, joined."""
+    return "".join(block["text"] for block in result.get("content", []) if block.get("type") == "text")
+
+
+def the_input_request(task: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The one outstanding `(key, request)` of an `input_required` task."""
+    requests = task.get("inputRequests") or {}
+    assert len(requests) == 1, task
+    ((key, request),) = requests.items()
+    return key, request
+
+
+async def mcp_error(awaitable: Any) -> MCPError:
+    """Await `awaitable` and return the `MCPError` it raised (fail when it raised none)."""
+    try:
+        value = await awaitable
+    except MCPError as exc:
+        return exc
+    raise AssertionError(f"expected an MCPError, got {value!r}")
 
 
 def texts(result: CallToolResult) -> list[str]:

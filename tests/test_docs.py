@@ -37,8 +37,18 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import pytest
-from mcp import Client, MCPError
-from sdk_helpers import RawClient, Tasks, bearer, poll, serve_http, tasks_extension
+from mcp import Client
+from sdk_helpers import (
+    RawClient,
+    Tasks,
+    bearer,
+    mcp_error,
+    poll,
+    serve_http,
+    tasks_extension,
+    text,
+    the_input_request,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -125,10 +135,6 @@ async def connect(server: Any, *, tasks: bool = True) -> AsyncIterator[Tasks]:
         yield Tasks(client)
 
 
-def text_of(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result.get("content", []))
-
-
 def sdk_text(result: Any) -> str:
     """The text of an SDK `CallToolResult`."""
     return "".join(getattr(block, "text", "") for block in result.content)
@@ -149,21 +155,6 @@ async def statuses_until(tasks: Tasks, task_id: str, done: Callable[[dict[str, A
                 await anyio.sleep(0.01)
     except TimeoutError:
         raise AssertionError(f"timed out; statuses seen: {seen}") from None
-
-
-def the_input_request(task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    requests = task.get("inputRequests") or {}
-    assert len(requests) == 1, task
-    ((key, request),) = requests.items()
-    return key, request
-
-
-async def mcp_error(awaitable: Any) -> MCPError:
-    try:
-        value = await awaitable
-    except MCPError as exc:
-        return exc
-    raise AssertionError(f"expected an MCPError, got {value!r}")
 
 
 async def eventually(check: Callable[[], bool], what: str) -> None:
@@ -197,7 +188,7 @@ async def test_tutorial_1_hello_runs_as_a_task_and_inline() -> None:
         task = await tasks.get(created["taskId"])
     assert "thinking about Ada..." in seen
     assert task["status"] == "completed", task
-    assert text_of(task["result"]) == "Hello, Ada!"
+    assert text(task["result"]) == "Hello, Ada!"
     async with connect(snippet.app, tasks=False) as plain:
         result = await plain.client.call_tool("hello", {"name": "Bo"})
     assert [getattr(block, "text", None) for block in result.content] == ["Hello, Bo!"]
@@ -226,7 +217,7 @@ async def test_tutorial_2_failing_step_is_a_tool_error(monkeypatch: pytest.Monke
         task = await tasks.finish(created["taskId"])
     assert task["status"] == "completed", task
     assert task["result"]["isError"] is True
-    assert text_of(task["result"]) == "test step 1 exited with 3: boom"
+    assert text(task["result"]) == "test step 1 exited with 3: boom"
 
 
 @pytest.mark.parametrize("approve", [True, False])
@@ -333,7 +324,7 @@ async def test_home_page_example() -> None:
         key, _ = the_input_request(task)
         await tasks.update(created["taskId"], {key: {"action": "accept", "content": {"publish": True}}})
         task = await tasks.finish(created["taskId"])
-    assert text_of(task["result"]) == "build passed, published=True"
+    assert text(task["result"]) == "build passed, published=True"
 
 
 # -- the tutorial's commands, for real: mcptasks serve, the client script, mcptasks call ----------
@@ -589,7 +580,7 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         closing = await client.send("tools/call", retry)
         assert closing.result["resultType"] == "task", closing.message
         finished = await client.finish(closing.result["taskId"])
-        assert text_of(finished["result"]) == "2026-10 closed"
+        assert text(finished["result"]) == "2026-10 closed"
 
 
 @exercises("concepts_outcomes.py")
@@ -601,7 +592,7 @@ async def test_concepts_outcomes() -> None:
         assert squared["resultType"] == "complete" and squared["structuredContent"] == {"square": 9}
         broken = await tasks.call("tool_error")
         assert broken["resultType"] == "complete" and broken["isError"] is True
-        assert text_of(broken) == "disk quota exceeded"
+        assert text(broken) == "disk quota exceeded"
         failed = await tasks.finish((await tasks.start("protocol_error"))["taskId"])
         assert failed["status"] == "failed"
         assert failed["error"] == {
@@ -617,13 +608,13 @@ async def test_concepts_outcomes() -> None:
         assert empty["status"] == "completed"
         assert empty["result"] == {"resultType": "complete", "content": [], "isError": False}
         counted = await tasks.finish((await tasks.start("coroutine", {"n": 2}))["taskId"])
-        assert text_of(counted["result"]) == "counted to 2 in task True"
+        assert text(counted["result"]) == "counted to 2 in task True"
         broken = await tasks.finish((await tasks.start("tool_error"))["taskId"])
         assert broken["status"] == "completed" and broken["result"]["isError"] is True
-        assert text_of(broken["result"]) == "disk quota exceeded"
+        assert text(broken["result"]) == "disk quota exceeded"
     async with connect(snippet.app, tasks=False) as plain:
         inline = await plain.call("coroutine", {"n": 2})
-        assert text_of(inline) == "counted to 2 in task False"
+        assert text(inline) == "counted to 2 in task False"
         error = await mcp_error(plain.call("protocol_error"))
         assert error.error.code == -32050
 
@@ -648,12 +639,12 @@ async def test_concepts_inputs() -> None:
             in request2["params"]["message"]
         )
         await tasks.update(task_id, {key2: {"action": "accept", "content": {"port": 8080}}})
-        assert text_of((await tasks.finish(task_id))["result"]) == "opened port 8080"
+        assert text((await tasks.finish(task_id))["result"]) == "opened port 8080"
 
         declined = (await tasks.start("open_port"))["taskId"]
         key, _ = the_input_request(await tasks.wait_input(declined))
         await tasks.update(declined, {key: {"action": "decline"}})
-        assert text_of((await tasks.finish(declined))["result"]) == "nothing opened"
+        assert text((await tasks.finish(declined))["result"]) == "nothing opened"
 
         plan = (await tasks.start("plan_release", {"version": "2.0"}))["taskId"]
         both = (await tasks.wait_input(plan, count=2))["inputRequests"]
@@ -690,7 +681,7 @@ async def test_concepts_inputs() -> None:
         key, request = the_input_request(await tasks.wait_input(task_id))
         assert request["params"]["message"] == "Delete /tmp/x?"
         await tasks.update(task_id, {key: {"action": "accept", "content": {"confirm": True}}})
-        assert text_of((await tasks.finish(task_id))["result"]) == "deleted /tmp/x"
+        assert text((await tasks.finish(task_id))["result"]) == "deleted /tmp/x"
 
 
 # -- how-to guides ---------------------------------------------------------------------------------
@@ -754,9 +745,9 @@ async def test_howto_replica_input_before_the_task_crosses_replicas(
         )
         assert created_wire["resultType"] == "task", created_wire
         task = await first.finish(created_wire["taskId"])  # created on two, polled on one
-        assert text_of(task["result"]) == "api 1.2.3 is live"
+        assert text(task["result"]) == "api 1.2.3 is live"
         warmed = await second.finish((await first.start("warm_cache", {"region": "eu-west"}))["taskId"])
-        assert text_of(warmed["result"]) == "eu-west: caches warm"
+        assert text(warmed["result"]) == "eu-west: caches warm"
 
 
 async def _never(context: Any, params: Any) -> Any:
@@ -774,7 +765,7 @@ async def test_howto_replica_enqueue_only_and_a_worker(
         async with worker, connect(serving) as tasks:
             task_id = (await tasks.start("warm_cache", {"region": "us-east"}))["taskId"]
             task = await tasks.finish(task_id)
-            assert text_of(task["result"]) == "us-east: caches warm"
+            assert text(task["result"]) == "us-east: caches warm"
             record = await worker.store.get(task_id)
             assert record is not None and record.runner == worker.instance_id
 
@@ -918,7 +909,7 @@ async def test_howto_extension_on_your_own_mcpserver() -> None:
         assert (await tasks.client.call_tool("stock", {"sku": "ABC-1"})).structured_content == {"result": 7}
         assert sdk_text(await tasks.client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
         task = await tasks.finish((await tasks.start("recount", {"warehouse": "main"}))["taskId"])
-        assert text_of(task["result"]) == "main: 1,204 items"
+        assert text(task["result"]) == "main: 1,204 items"
     target = load_target(str(SNIPPETS / "howto_extension.py") + ":server")
     assert extension_of(target) is not None
 

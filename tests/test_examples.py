@@ -27,6 +27,7 @@ from mcp import Client
 from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from pydantic import ConfigDict
+from sdk_helpers import text, the_input_request
 
 from mcptasks import Result as TaskResult
 from mcptasks import TaskServer, ToolError
@@ -164,17 +165,6 @@ async def connect(app: TaskServer, *, tasks: bool = True) -> AsyncIterator[Tasks
         yield Tasks(client)
 
 
-def text_of(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result.get("content", []))
-
-
-def the_input_request(task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    requests = task.get("inputRequests") or {}
-    assert len(requests) == 1, task
-    ((key, request),) = requests.items()
-    return key, request
-
-
 # -- hello -----------------------------------------------------------------------------------------
 
 
@@ -187,7 +177,7 @@ async def test_hello_completes_as_a_task() -> None:
         task = await tasks.finish(task_id)
     assert task["status"] == "completed", task
     assert task["result"]["isError"] is False
-    assert text_of(task["result"]) == "Hello, Ada!"
+    assert text(task["result"]) == "Hello, Ada!"
     assert any("thinking about Ada" in m for m in tasks.seen_status), tasks.seen_status
 
 
@@ -317,7 +307,7 @@ async def test_job_runner_streams_output_and_publishes_after_approval(
     tail = report["output_tail"]
     assert "unit-line-2" in tail and "lint ok" in tail and "uploaded 1 artifact" in tail
     assert tail.index("unit-line-2") < tail.index("lint ok") < tail.index("uploaded 1 artifact")
-    assert json.loads(text_of(result)) == report
+    assert json.loads(text(result)) == report
 
 
 @pytest.mark.parametrize(
@@ -365,7 +355,7 @@ async def test_job_runner_failing_step_is_a_tool_error_with_the_tail(
     assert task["status"] == "completed", task  # a tool error is not a task failure
     result = task["result"]
     assert result["isError"] is True
-    message = text_of(result)
+    message = text(result)
     assert "exited with 3" in message
     assert "FAILED test_math.py::test_add" in message and "collected 3 items" in message
     assert not never.exists()
@@ -419,7 +409,7 @@ async def test_job_runner_reports_a_program_that_cannot_start(
         task = await tasks.run("run_pipeline", {"kind": "test"})
     assert task["status"] == "completed", task
     assert task["result"]["isError"] is True
-    assert "cannot start" in text_of(task["result"]) and "no-such-program" in text_of(task["result"])
+    assert "cannot start" in text(task["result"]) and "no-such-program" in text(task["result"])
 
 
 async def test_job_runner_rejects_a_malformed_override(
@@ -430,7 +420,7 @@ async def test_job_runner_rejects_a_malformed_override(
         task = await tasks.run("run_pipeline", {"kind": "build"})
     assert task["status"] == "completed", task
     assert task["result"]["isError"] is True
-    assert "JOB_RUNNER_STEPS_BUILD" in text_of(task["result"])
+    assert "JOB_RUNNER_STEPS_BUILD" in text(task["result"])
 
 
 async def test_job_runner_rejects_an_unknown_kind(job_runner: ModuleType) -> None:
@@ -438,7 +428,7 @@ async def test_job_runner_rejects_an_unknown_kind(job_runner: ModuleType) -> Non
         result = await tasks.call("run_pipeline", {"kind": "deploy"})
     assert result["resultType"] == "complete", result  # invalid arguments: no task is created
     assert result["isError"] is True
-    assert "kind" in text_of(result)
+    assert "kind" in text(result)
 
 
 def _stubborn_step(pid_file: Path, *, leader_ignores_term: bool, child_ignores_term: bool) -> list[str]:
@@ -569,7 +559,7 @@ async def test_tool_error_before_the_first_yield_is_a_tool_error() -> None:
     assert task["status"] == "completed", task  # a tool error is not a task failure
     result = task["result"]
     assert result["isError"] is True
-    assert "bad configuration" in text_of(result)
+    assert "bad configuration" in text(result)
 
 
 async def test_tools_call_returns_the_task_before_the_first_yield() -> None:

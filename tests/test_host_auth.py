@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.settings import AuthSettings
 from sdk_helpers import (
@@ -22,7 +22,9 @@ from sdk_helpers import (
     RawClient,
     StaticTokens,
     Tasks,
+    accept,
     bearer,
+    mcp_error,
     serve_http,
     tasks_extension,
 )
@@ -57,18 +59,6 @@ async def as_user(url: str, token: str) -> AsyncIterator[Tasks]:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, extensions=[tasks_extension()]) as client:
             yield Tasks(client)
-
-
-def accept(**content: Any) -> dict[str, Any]:
-    return {"action": "accept", "content": content}
-
-
-async def mcp_error(awaitable: Any) -> MCPError:
-    try:
-        value = await awaitable
-    except MCPError as exc:
-        return exc
-    raise AssertionError(f"expected an MCPError, got {value!r}")
 
 
 async def test_tasks_are_invisible_to_another_principal() -> None:

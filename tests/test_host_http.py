@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.mcpserver import RequestStateBoundary
@@ -32,8 +32,11 @@ from sdk_helpers import (
     MisroutedParams,
     RawClient,
     Tasks,
+    accept,
+    mcp_error,
     serve_http,
     tasks_extension,
+    text,
     texts,
     wire,
 )
@@ -68,22 +71,6 @@ async def running(host: HostApp) -> AsyncIterator[str]:
 async def raw_client(url: str, **options: Any) -> AsyncIterator[RawClient]:
     async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
         yield RawClient(http, url, **options)
-
-
-def accept(**content: Any) -> dict[str, Any]:
-    return {"action": "accept", "content": content}
-
-
-def text(result: dict[str, Any]) -> str:
-    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
-
-
-async def mcp_error(awaitable: Any) -> MCPError:
-    try:
-        value = await awaitable
-    except MCPError as exc:
-        return exc
-    raise AssertionError(f"expected an MCPError, got {value!r}")
 
 
 # -- the SDK client over HTTP -------------------------------------------------------------------

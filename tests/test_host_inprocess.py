@@ -36,8 +36,11 @@ from sdk_helpers import (
     ResultTaskRequest,
     TaskIdParams,
     Tasks,
+    accept,
+    mcp_error,
     poll,
     tasks_extension,
+    text,
     texts,
 )
 
@@ -63,22 +66,6 @@ async def opted_in(host: HostApp, **options: Any) -> AsyncIterator[Tasks]:
     """An SDK client that declares the tasks extension on every request."""
     async with Client(host.mcp, extensions=[tasks_extension()], **options) as client:
         yield Tasks(client)
-
-
-def accept(**content: Any) -> dict[str, Any]:
-    return {"action": "accept", "content": content}
-
-
-def text(result: dict[str, Any]) -> str:
-    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
-
-
-async def mcp_error(awaitable: Any) -> MCPError:
-    try:
-        value = await awaitable
-    except MCPError as exc:
-        return exc
-    raise AssertionError(f"expected an MCPError, got {value!r}")
 
 
 # -- discovery and listing ----------------------------------------------------------------------
