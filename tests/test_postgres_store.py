@@ -339,36 +339,6 @@ async def test_values_postgres_cannot_store_raise_value_error(schema: str) -> No
 
 
 @pytest.mark.anyio
-async def test_cas_across_two_instances_one_winner_per_round(schema: str) -> None:
-    first, second = await _open(schema), await _open(schema)
-    try:
-        record = _record()
-        await first.create(record)
-        current = record
-
-        async def race(
-            target: PostgresTaskStore, candidate: TaskRecord, expected: int, won: list[TaskRecord]
-        ) -> None:
-            if await target.replace(candidate, expected_version=expected):
-                won.append(candidate)
-
-        for round_ in range(10):
-            won: list[TaskRecord] = []
-            base = current
-            async with anyio.create_task_group() as group:
-                for i in range(20):
-                    candidate = base.evolve(status_message=f"round {round_} racer {i}")
-                    group.start_soon(race, (first, second)[i % 2], candidate, base.version, won)
-            assert len(won) == 1
-            current = won[0]
-            assert current.version == round_ + 1
-            assert await second.get(record.task_id) == current
-    finally:
-        await first.close()
-        await second.close()
-
-
-@pytest.mark.anyio
 async def test_a_thousand_concurrent_creates_land(schema: str, sql: Any) -> None:
     store = await _open(schema)
     try:

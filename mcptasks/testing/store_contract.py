@@ -539,18 +539,24 @@ class StoreContract:
         try:
             record = _record()
             await store.create(record)
-            won: list[TaskRecord] = []
+            current = record
 
-            async def race(target: TaskStore, candidate: TaskRecord) -> None:
-                if await target.replace(candidate, expected_version=record.version):
+            async def race(
+                target: TaskStore, candidate: TaskRecord, expected: int, won: list[TaskRecord]
+            ) -> None:
+                if await target.replace(candidate, expected_version=expected):
                     won.append(candidate)
 
-            async with anyio.create_task_group() as tg:
-                for i in range(20):
-                    tg.start_soon(race, (store, other)[i % 2], record.evolve(status_message=f"racer {i}"))
-            assert len(won) == 1
-            assert await store.get(record.task_id) == won[0]
-            assert await other.get(record.task_id) == won[0]
+            for round_ in range(10):
+                won: list[TaskRecord] = []
+                async with anyio.create_task_group() as tg:
+                    for i in range(20):
+                        candidate = current.evolve(status_message=f"round {round_} racer {i}")
+                        tg.start_soon(race, (store, other)[i % 2], candidate, current.version, won)
+                assert len(won) == 1
+                assert won[0].version == current.version + 1 == round_ + 1
+                assert await store.get(record.task_id) == won[0] == await other.get(record.task_id)
+                current = won[0]
         finally:
             await other.close()
 
