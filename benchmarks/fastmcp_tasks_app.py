@@ -3,7 +3,7 @@
     FASTMCP_BENCH_REDIS=redis://127.0.0.1:6379/13 FASTMCP_BENCH_NAME=fastmcp-bench \
         python benchmarks/fastmcp_tasks_app.py --port 8123
 
-A `FastMCP` server with `TasksExtension` on Redis (Docket) and the tools of `stores_app.py`:
+A `FastMCP` server with `TasksExtension` on Redis (Docket) and the tools of `http_app.py`:
 `plain_noop` (no task), `task_noop` (zero work) and `task_sleep` (sleeps 10 ms), the last two with
 `TaskConfig(mode="optional")`. Served over Streamable HTTP at `/mcp` on 127.0.0.1.
 """

@@ -1,4 +1,5 @@
-"""The server `benchmarks/http.py` measures: a zero-work task tool next to a zero-work plain tool."""
+"""The server `benchmarks/http.py` and `benchmarks/stores.py` measure: zero-work task and plain
+tools, and task tools that suspend (1 ms, 10 ms) so every call really creates a task."""
 
 from __future__ import annotations
 
@@ -25,4 +26,11 @@ async def task_noop():
 async def task_brief():
     """A task tool that suspends for 1 ms, so every call really creates a task."""
     await anyio.sleep(0.001)
+    yield Result("ok")
+
+
+@app.task_tool(poll_interval=0.05)
+async def task_sleep():
+    """A task tool that sleeps 10 ms: it suspends, so the call is answered with a task."""
+    await anyio.sleep(0.01)
     yield Result("ok")

@@ -3,7 +3,7 @@
     python benchmarks/stores.py [--backends memory,sqlite,redis,postgres,fastmcp-redis] [--quick]
                                 [--fastmcp-python PATH] [--json out.json]
 
-For each mcptasks backend, starts `mcptasks serve benchmarks/stores_app.py --transport http --store
+For each mcptasks backend, starts `mcptasks serve benchmarks/http_app.py --transport http --store
 URL` on a free 127.0.0.1 port; for `fastmcp-redis`, starts `benchmarks/fastmcp_tasks_app.py` (a
 `FastMCP` server with fastmcp-tasks' `TasksExtension` on Redis) with the interpreter given by
 `--fastmcp-python` (fastmcp-tasks lives in its own virtualenv). Every server is driven by the same
@@ -281,7 +281,7 @@ class Backend:
             command = [self.args.fastmcp_python, str(BENCH / "fastmcp_tasks_app.py"), "--port", str(port)]
             env = {"FASTMCP_BENCH_REDIS": self.args.redis, "FASTMCP_BENCH_NAME": self.docket_name}
             return Server(command, port, log, env)
-        command = [sys.executable, "-m", "mcptasks", "serve", str(BENCH / "stores_app.py")]
+        command = [sys.executable, "-m", "mcptasks", "serve", str(BENCH / "http_app.py")]
         command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
         command += ["--store", self.store_url()]
         return Server(command, port, log)
