@@ -740,7 +740,8 @@ class TaskEngine:
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
         """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op."""
-        if await self.store.get(task_id, owner=owner) is None:
+        current = await self.store.get(task_id, owner=owner)
+        if current is None:
             raise TaskNotFound(task_id)
 
         changed = False
@@ -759,7 +760,7 @@ class TaskEngine:
                 status="input_required" if outstanding else "working",
             )
 
-        if await self._mutate(task_id, change) is not None and changed:
+        if await self._mutate(task_id, change, known=current) is not None and changed:
             await self._notify(task_id)
 
     async def cancel(self, task_id: str, *, owner: str, reason: str = "Cancelled by the client.") -> None:
@@ -767,7 +768,8 @@ class TaskEngine:
 
         Cancelling a terminal task changes nothing.
         """
-        if await self.store.get(task_id, owner=owner) is None:
+        current = await self.store.get(task_id, owner=owner)
+        if current is None:
             raise TaskNotFound(task_id)
 
         def change(record: TaskRecord) -> TaskRecord:
@@ -775,7 +777,7 @@ class TaskEngine:
                 status="cancelled", status_message=reason, input_requests={}, input_responses={}
             )
 
-        if await self._mutate(task_id, change) is not None:
+        if await self._mutate(task_id, change, known=current) is not None:
             run = self._runs.get(task_id)
             if run is not None:
                 run.stop()
