@@ -11,9 +11,12 @@ from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.threaded import CancelRequested
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
+from mcptasks.values import InvalidValue
 from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
 from mcptasks.yields import (
     Elicit,
@@ -86,6 +89,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ANONYMOUS_OWNER",
     "BodyChannel",
+    "CancelRequested",
     "DetailedTask",
     "EXTENSION_ID",
     "Elicit",
@@ -95,7 +99,9 @@ __all__ = [
     "Inputs",
     "InvalidAnswer",
     "InvalidArguments",
+    "InvalidValue",
     "LedgerEntry",
+    "Limits",
     "ListRoots",
     "MemoryTaskStore",
     "Outcome",
@@ -132,6 +138,7 @@ __all__ = [
     "TasksClient",
     "TasksExtension",
     "TasksProtocol",
+    "TooManyTasks",
     "ToolError",
     "UnknownTask",
     "__version__",

@@ -7,6 +7,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
 
+from mcptasks.threaded import CancelRequested
 from mcptasks.yields import Elicit, Elicitation, InputRequest, ListRoots, Root, Sample, SampleResult
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -28,6 +29,8 @@ class BodyChannel(Protocol):
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue `requests` together and return their parsed answers, in order."""
+
+    # Optional: a `cancelled` attribute (bool), read by `TaskContext.cancelled`.
 
 
 class TaskContext:
@@ -53,6 +56,17 @@ class TaskContext:
     def attempt(self) -> int:
         """1 for the first run; 2, 3, ... when the body is re-run after its worker was lost."""
         return self._channel.attempt
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the task was cancelled (or the server is stopping); safe to read from a
+        worker thread. Long loops in a `def` body should check it (or call `check_cancelled`)."""
+        return bool(getattr(self._channel, "cancelled", False))
+
+    def check_cancelled(self) -> None:
+        """Raise `CancelRequested` if the task was cancelled; call it between steps of long work."""
+        if self.cancelled:
+            raise CancelRequested()
 
     def _rebind(self, channel: BodyChannel) -> None:
         self._channel = channel

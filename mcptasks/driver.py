@@ -7,13 +7,19 @@ The same driver serves a task, an inline call and the synchronous MRTR rounds be
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
+
 from mcptasks.context import BodyChannel
 from mcptasks.errors import ProtocolError, ToolError
 from mcptasks.results import error_result, to_call_tool_result
+from mcptasks.values import InvalidValue, check_content, check_json, json_size
+from mcptasks.watchdog import current_body, watched
+from mcptasks.wire import INTERNAL_ERROR
 from mcptasks.yields import InputRequest, Result, Status, as_input_requests
 
 logger = logging.getLogger("mcptasks")
@@ -50,21 +56,36 @@ class UnsupportedYield(TypeError):
     """Thrown into a generator that yielded a value the driver does not understand."""
 
 
+class Interrupt(BaseException):
+    """Raised by a channel to end the run at once; the body does not see it (say, an MRTR round
+    that needs input). `run_body` re-raises it to its caller."""
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip()
     return text if text else type(exc).__name__
 
 
+def _status_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Status):
+        if not isinstance(item.message, str):
+            raise InvalidValue(f"Status message is of type {type(item.message).__name__}; it must be a str")
+        return item.message
+    return None
+
+
 async def _handle(item: Any, channel: BodyChannel) -> Any:
     """Act on one yielded value; return what the `yield` evaluates to."""
-    if isinstance(item, str):
-        await channel.set_status(item)
-        return None
-    if isinstance(item, Status):
-        await channel.set_status(item.message)
+    message = _status_text(item)
+    if message is not None:
+        await channel.set_status(message)
         return None
     requests = as_input_requests(item)
     if requests is not None:
+        for request in requests:
+            check_json(request.params, f"{request.method} params")
         answers = await channel.ask(requests)
         return answers[0] if isinstance(item, InputRequest) else tuple(answers)
     raise UnsupportedYield(
@@ -75,32 +96,58 @@ async def _handle(item: Any, channel: BodyChannel) -> Any:
 async def drive_generator(
     generator: AsyncGenerator[Any, Any], channel: BodyChannel, *, pending: Pending | None = None
 ) -> Any:
-    """Run `generator` to its `Result` (or its end) and return the result value (None at the end)."""
+    """Run `generator` to its `Result` (or its end) and return the result value (None at the end).
+
+    Whatever goes wrong while the body is suspended at a `yield` (a bad value, the client's
+    refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
+    body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    send: Any = None
+    throw: BaseException | None = None
     try:
         if pending is None:
-            try:
-                item = await generator.__anext__()
-            except StopAsyncIteration:
-                return None
+            item = await watched(generator.__anext__())
         else:
             item = pending.item
         while True:
             if isinstance(item, Result):
                 return item.value
             try:
-                send = await _handle(item, channel)
-            except UnsupportedYield as exc:
-                try:
-                    item = await generator.athrow(exc)
-                except StopAsyncIteration:
-                    return None
+                send, throw = await _handle(item, channel), None
+            except Interrupt:
+                raise
+            except BaseException as exc:
+                send, throw = None, exc
+            if throw is None:
+                item = await watched(generator.asend(send))
                 continue
-            try:
-                item = await generator.asend(send)
-            except StopAsyncIteration:
+            if not isinstance(throw, cancelled):
+                item = await watched(generator.athrow(throw))
+                continue
+            # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
+            # body opened around its `yield` (PEP 789). Deliver it; if the body yields again while
+            # the cancellation still stands, it is ignoring the engine's: close it.
+            item = await watched(generator.athrow(throw))
+            if await cancelled_here():
                 return None
+            logger.warning(
+                "task tool body %s was cancelled by its own task group or cancel scope while suspended "
+                "at a yield; open task groups and cancel scopes inside the body, not around a yield",
+                getattr(generator, "__qualname__", generator),
+            )
+    except StopAsyncIteration:
+        return None
     finally:
-        await generator.aclose()
+        with anyio.CancelScope(shield=True):
+            await _close(generator)
+
+
+async def _close(generator: AsyncGenerator[Any, Any]) -> None:
+    try:
+        await watched(generator.aclose())
+    except Exception:
+        logger.warning("a task body raised while it was being closed", exc_info=True)
 
 
 def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
@@ -112,16 +159,105 @@ def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
     return Outcome("completed", result=error_result(_describe(exc)))
 
 
-async def run_body(body: Any, channel: BodyChannel, tool: str, *, pending: Pending | None = None) -> Outcome:
-    """Run an opened body (generator or coroutine) to its outcome. Cancellation propagates."""
+def outcome_of_abort(exc: BaseException, tool: str) -> Outcome:
+    """The outcome of a body ended by a `BaseException` that is no `Exception`."""
+    name = type(exc).__name__
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        what = f"was cancelled by something other than mcptasks ({name})"
+    else:
+        what = f"raised {name}" + (f": {_describe(exc)}" if str(exc).strip() else "")
+    logger.error("task tool %r %s", tool, what, exc_info=exc)
+    message = f"Task tool {tool!r} {what}; the task was stopped."
+    return Outcome(
+        "failed",
+        error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "aborted", "exception": name}},
+    )
+
+
+def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Outcome:
+    """Convert a body's result value, checking it is JSON and not over `max_bytes`."""
+    try:
+        result = to_call_tool_result(value)
+        check_json(result, "result")
+        if "content" in result:
+            check_content(result["content"])
+        size = json_size(result) if max_bytes is not None else 0
+    except (InvalidValue, ValueError, TypeError) as exc:
+        message = f"Task tool {tool!r} returned a result that cannot be sent: {_describe(exc)}"
+        return Outcome(
+            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "invalid_result"}}
+        )
+    if max_bytes is not None and size > max_bytes:
+        message = (
+            f"Task tool {tool!r} returned a result of {size} bytes, over the limit of {max_bytes} bytes."
+        )
+        return Outcome(
+            "failed",
+            error={
+                "code": INTERNAL_ERROR,
+                "message": message,
+                "data": {"reason": "result_too_large", "bytes": size},
+            },
+        )
+    return Outcome("completed", result=result)
+
+
+async def _settle_body(
+    body: Any, channel: BodyChannel, tool: str, pending: Pending | None, max_bytes: int | None
+) -> Outcome | Interrupt:
     try:
         if isinstance(body, AsyncGenerator):
             value = await drive_generator(body, channel, pending=pending)
         else:
-            value = await body
-        return Outcome("completed", result=to_call_tool_result(value))
+            value = await watched(body)
+        return outcome_of_value(value, tool, max_bytes)
+    except Interrupt as interrupt:
+        return interrupt
     except Exception as exc:
         return outcome_of_exception(exc, tool)
+    except BaseException as exc:
+        if isinstance(exc, anyio.get_cancelled_exc_class()) and await cancelled_here():
+            return _STOPPED  # the caller was cancelled: it decides the outcome
+        return outcome_of_abort(exc, tool)
+
+
+async def cancelled_here() -> bool:
+    """Whether a cancel scope around the current task (up to a shield) has been cancelled."""
+    return anyio.current_effective_deadline() == -math.inf
+
+
+async def run_body(
+    body: Any,
+    channel: BodyChannel,
+    tool: str,
+    *,
+    pending: Pending | None = None,
+    max_result_bytes: int | None = None,
+) -> Outcome:
+    """Run an opened body (generator or coroutine) to its outcome, in a task of its own.
+
+    Nothing the body raises escapes: every `BaseException` becomes the outcome. A cancellation of
+    the caller still propagates (from the task group's exit), so the caller decides whether the
+    body was stopped from outside.
+    """
+    ended: list[Outcome | Interrupt] = []
+
+    async def contained() -> None:
+        current_body.set((tool, channel.task_id))
+        ended.append(await _settle_body(body, channel, tool, pending, max_result_bytes))
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(contained)
+    end = ended[0] if ended else _VANISHED
+    if isinstance(end, Interrupt):
+        raise end
+    return end
+
+
+_STOPPED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task body was stopped."})
+_VANISHED = Outcome(
+    "failed", error={"code": INTERNAL_ERROR, "message": "The task body ended without an outcome."}
+)
 
 
 class InlineChannel:

@@ -21,10 +21,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tool import TaskTool
+from mcptasks.values import InvalidValue
+from mcptasks.watchdog import Watchdog
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
@@ -79,16 +82,33 @@ class _TaskRun:
         "engine",
         "expires_at",
         "final",
+        "flushing",
+        "next_status_at",
+        "owner",
+        "pending_status",
         "record",
         "scope",
         "stop_outcome",
+        "stopped_at",
         "task_id",
+        "tool",
         "waiters",
     )
 
-    def __init__(self, engine: TaskEngine, task_id: str, expires_at: float | None, attempt: int = 1) -> None:
+    def __init__(
+        self,
+        engine: TaskEngine,
+        task_id: str,
+        expires_at: float | None,
+        attempt: int = 1,
+        *,
+        owner: str,
+        tool: str,
+    ) -> None:
         self.engine = engine
         self.task_id = task_id
+        self.owner = owner
+        self.tool = tool
         self.expires_at = expires_at
         self.attempt = attempt
         """Which run of the task this is (re-runs after a lost worker count up)."""
@@ -100,6 +120,17 @@ class _TaskRun:
         self.stop_outcome: Outcome | None = None
         self.final: Outcome | None = None
         """The outcome recorded when the body ended."""
+        self.stopped_at: float | None = None
+        """When the body was first asked to stop (for the ignored-cancellation warning)."""
+        self.pending_status: str | None = None
+        """A status yielded within `Limits.status_interval` of the last write, not written yet."""
+        self.next_status_at = 0.0
+        self.flushing = False
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the body was asked to stop (cancel, TTL, shutdown); readable from any thread."""
+        return self.stopped_at is not None or self.engine._closing
 
     def poke(self) -> None:
         """Wake the body if it waits for input."""
@@ -110,6 +141,8 @@ class _TaskRun:
         """Cancel the body at its next checkpoint; `outcome` is recorded unless already terminal."""
         if self.stop_outcome is None:
             self.stop_outcome = outcome
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
         if self.scope is not None:
             self.scope.cancel()
 
@@ -121,15 +154,24 @@ class _TaskRun:
         """Apply a body's change to its record; None when the task ended or is no longer ours."""
         owned = True
 
+        status = self.pending_status
+
         def guarded(record: TaskRecord) -> TaskRecord | None:
             nonlocal owned
             owned = self.owns(record)
-            return change(record) if owned else None
+            if not owned:
+                return None
+            updated = change(record)
+            if status is not None and status != record.status_message:
+                updated = (updated or record).evolve(status_message=status)
+            return updated
 
         written = await self.engine._mutate(self.task_id, guarded, known=self.record)
         if written is None or not owned:
             self.record = None
             return None
+        if self.pending_status is status:
+            self.pending_status = None
         self.record = written
         return written
 
@@ -140,22 +182,60 @@ class _TaskRun:
         raise RuntimeError("task body continued after its task ended")  # pragma: no cover
 
     async def set_status(self, message: str) -> None:
-        """Write `statusMessage` (skipped when unchanged)."""
+        """Write `statusMessage` (skipped when unchanged), at most once per `status_interval`.
 
-        def change(record: TaskRecord) -> TaskRecord | None:
-            return None if record.status_message == message else record.evolve(status_message=message)
-
+        A status yielded sooner is kept and written when the interval ends (the last one wins).
+        Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
+        """
+        await anyio.lowlevel.checkpoint()
+        limits = self.engine.limits
+        if len(message) > limits.max_status_length:
+            message = message[: limits.max_status_length - 1] + "…"
+        now = anyio.current_time()
+        if now < self.next_status_at:
+            self.pending_status = message
+            if not self.flushing and self.engine._task_group is not None:
+                self.flushing = True
+                self.engine._task_group.start_soon(self._flush_status)
+            return
+        self.next_status_at = now + limits.status_interval
+        self.pending_status = message
         try:
-            written = await self._write(change)
+            written = await self._write(lambda record: None)
         except Exception:
             logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
             return
         if written is None:
             await self._halt()
 
+    async def _flush_status(self) -> None:
+        """Write the coalesced status once its interval has passed (unless a write took it)."""
+        try:
+            await anyio.sleep_until(self.next_status_at)
+            if (
+                self.pending_status is None
+                or self.final is not None
+                or self.engine._runs.get(self.task_id) is not self
+            ):
+                return
+            self.next_status_at = anyio.current_time() + self.engine.limits.status_interval
+            if await self._write(lambda record: None) is None:
+                self.stop()
+        except Exception:
+            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
+        finally:
+            self.flushing = False
+
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
         pending = list(requests)
+        limit = self.engine.limits.max_input_requests
+        outstanding = len(self.record.input_requests) if self.record is not None else 0
+        if outstanding + len(pending) > limit:
+            raise InvalidValue(
+                f"a task may have at most {limit} input requests outstanding; "
+                f"{outstanding} are and {len(pending)} more were yielded"
+            )
         answers: list[Any] = [None] * len(pending)
         rejected = [0] * len(pending)
         todo = list(range(len(pending)))
@@ -263,6 +343,8 @@ class TaskEngine:
       wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
     - `adaptive_poll_max`: when set (seconds), the advertised `pollIntervalMs` grows with the task's
       age (a tenth of it) from the tool's interval up to this bound.
+    - `limits`: a `Limits` (active tasks, result size, status length and rate, worker threads,
+      the blocked-loop watchdog, the grace given to bodies that ignore cancellation).
     """
 
     def __init__(
@@ -281,6 +363,7 @@ class TaskEngine:
         poll_tolerance: float = 0.5,
         adaptive_poll_max: float | None = None,
         recover_orphans: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -302,10 +385,15 @@ class TaskEngine:
         self.poll_tolerance = poll_tolerance
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
+        self.limits = limits if limits is not None else Limits()
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
         self._runs: dict[str, _TaskRun] = {}
+        self._active_by_owner: dict[str, int] = {}
+        self._closing = False
+        self._drained: anyio.Event | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._last_poll: dict[str, float] = {}
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
@@ -334,8 +422,14 @@ class TaskEngine:
             await self.store.heartbeat(self.instance_id, self.lease_ttl)
             if self.recover_orphans:
                 await self.recover()
+            self._closing = False
+            self._limiter = anyio.CapacityLimiter(self.limits.threads)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
+            stack.push_async_callback(self._stop_runs)
+            if self.limits.blocking_threshold is not None:
+                task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
+            task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
             await task_group.start(self._listen)
             task_group.start_soon(self._every, self.sweep_interval, self.sweep)
             task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
@@ -369,6 +463,38 @@ class TaskEngine:
             await duty()
         except Exception:
             logger.warning("mcptasks background duty %s failed; will retry", duty.__name__, exc_info=True)
+
+    async def _stop_runs(self) -> None:
+        """At shutdown: stop every body and give them `cancel_grace` seconds to end."""
+        self._closing = True
+        for run in list(self._runs.values()):
+            run.stop()
+        drained = self._drained = anyio.Event()
+        if not self._runs:
+            drained.set()
+        with anyio.move_on_after(self.limits.cancel_grace):
+            await drained.wait()
+        if self._runs:
+            names = ", ".join(sorted({f"{run.tool!r} (task {run.task_id})" for run in self._runs.values()}))
+            logger.error(
+                "shutting down with task bodies that ignore cancellation after %.0f s: %s",
+                self.limits.cancel_grace,
+                names,
+            )
+
+    async def _report_ignored(self) -> None:
+        """Warn (once each) about bodies still running `cancel_grace` seconds after being stopped."""
+        now = time.monotonic()
+        for run in list(self._runs.values()):
+            if run.stopped_at is not None and now - run.stopped_at > self.limits.cancel_grace:
+                logger.warning(
+                    "task tool %r (task %s) is still running %.0f s after it was cancelled: its body "
+                    "ignores cancellation (it catches the cancellation exception or blocks in a thread)",
+                    run.tool,
+                    run.task_id,
+                    now - run.stopped_at,
+                )
+                run.stopped_at = math.inf
 
     async def _heartbeat(self) -> None:
         await self.store.heartbeat(self.instance_id, self.lease_ttl)
@@ -481,16 +607,19 @@ class TaskEngine:
             runner=self.instance_id if run_here else None,
             idempotency_key=idempotency_key,
         )
-        run = _TaskRun(self, record.task_id, record.expires_at) if run_here else None
-        if run is not None:
-            self._runs[record.task_id] = run
+        run = None
+        if run_here:
+            self._check_room(owner)
+            run = self._add_run(
+                _TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name)
+            )
         try:
             stored = await self.store.create(record)
         except BaseException:
-            self._runs.pop(record.task_id, None)
+            self._drop_run(record.task_id)
             raise
         if stored.task_id != record.task_id:
-            self._runs.pop(record.task_id, None)
+            self._drop_run(record.task_id)
             if prepared is not None:
                 await _close_body(prepared[0])
             if stored.tool != record.tool or stored.arguments != record.arguments:
@@ -508,7 +637,33 @@ class TaskEngine:
             task_group.start_soon(self._execute, tool, args, run, owner, prepared)
         return record
 
-    async def settled(self, task_id: str, *, checkpoints: int = 3) -> Outcome | None:
+    def _check_room(self, owner: str) -> None:
+        """Refuse a create over `Limits.max_active_per_owner` / `max_active` (nothing is created)."""
+        limits = self.limits
+        retry_ms = max(1, round(limits.retry_after * 1000))
+        if limits.max_active is not None and len(self._runs) >= limits.max_active:
+            raise TooManyTasks("server", limits.max_active, retry_ms)
+        per_owner = limits.max_active_per_owner
+        if per_owner is not None and self._active_by_owner.get(owner, 0) >= per_owner:
+            raise TooManyTasks("owner", per_owner, retry_ms)
+
+    def _add_run(self, run: _TaskRun) -> _TaskRun:
+        self._runs[run.task_id] = run
+        self._active_by_owner[run.owner] = self._active_by_owner.get(run.owner, 0) + 1
+        return run
+
+    def _drop_run(self, task_id: str) -> None:
+        run = self._runs.pop(task_id, None)
+        if run is not None:
+            left = self._active_by_owner[run.owner] - 1
+            if left:
+                self._active_by_owner[run.owner] = left
+            else:
+                del self._active_by_owner[run.owner]
+            if not self._runs and self._drained is not None:
+                self._drained.set()
+
+    async def settled(self, task_id: str, *, checkpoints: int = 6) -> Outcome | None:
         """Give a just-started body a few scheduler turns; its outcome if it already finished.
 
         This is no wall-clock wait: a body that suspends on real work (I/O, sleeps, input) is
@@ -540,8 +695,15 @@ class TaskEngine:
         try:
             claimed = await self.store.claim(self.instance_id, room)
             for record in claimed:
-                run = self._runs.setdefault(
-                    record.task_id, _TaskRun(self, record.task_id, record.expires_at, record.attempt)
+                run = self._runs.get(record.task_id) or self._add_run(
+                    _TaskRun(
+                        self,
+                        record.task_id,
+                        record.expires_at,
+                        record.attempt,
+                        owner=record.owner,
+                        tool=record.tool,
+                    )
                 )
                 run.record = record
         finally:
@@ -549,7 +711,7 @@ class TaskEngine:
         for record in claimed:
             tool = self.tools.get(record.tool)
             if tool is None:
-                self._runs.pop(record.task_id, None)
+                self._drop_run(record.task_id)
                 message = f"No worker knows the task tool {record.tool!r}; the task cannot run."
                 await self._finish(
                     record.task_id, Outcome("failed", error={"code": INTERNAL_ERROR, "message": message})
@@ -558,7 +720,7 @@ class TaskEngine:
             try:
                 args = tool.validate_arguments(record.arguments)
             except ToolError as exc:
-                self._runs.pop(record.task_id, None)
+                self._drop_run(record.task_id)
                 await self._finish(record.task_id, Outcome("completed", result=error_result(str(exc))))
                 continue
             task_group.start_soon(self._execute, tool, args, self._runs[record.task_id], record.owner, None)
@@ -576,24 +738,33 @@ class TaskEngine:
         try:
             with anyio.CancelScope() as scope:
                 run.scope = scope
+                if run.stopped_at is not None:
+                    scope.cancel()
                 if run.expires_at is not None:
                     ttl = run.expires_at - time.time()
                     margin = min(1.0, max(ttl, 0.0) * 0.05)
                     scope.deadline = anyio.current_time() + ttl - margin
                 if prepared is None:
                     context = TaskContext(run, owner=owner, tool=tool.name)
-                    body, pending = tool.open_body(args, context), None
+                    body, pending = tool.open_body(args, context, self._limiter), None
                 else:
                     body, context, pending = prepared
                     context._rebind(run)
-                outcome = await run_body(body, run, tool.name, pending=pending)
-            if scope.cancelled_caught:
+                outcome = await run_body(
+                    body, run, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
+                )
+            if scope.cancel_called:
                 if run.stop_outcome is not None:
                     outcome = run.stop_outcome
                 elif anyio.current_time() >= scope.deadline:
                     outcome = self._ttl_outcome(tool)
+                elif self._closing:
+                    outcome = None
                 else:  # stopped because the record ended or vanished: nothing left to write
                     outcome = _HALTED
+            else:
+                # A cancellation from outside (shutdown) surfaces here if the body swallowed it.
+                await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
             # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
             with anyio.CancelScope(shield=True):
@@ -615,6 +786,7 @@ class TaskEngine:
                     only_runner=self.instance_id,
                     only_attempt=run.attempt,
                     known=run.record,
+                    status_message=run.pending_status,
                 )
                 is not None
             ):
@@ -624,7 +796,7 @@ class TaskEngine:
             # is gone or restarted, the reaper fails (or re-runs) it.
             logger.exception("could not record the end of task %s", run.task_id)
         finally:
-            self._runs.pop(run.task_id, None)
+            self._drop_run(run.task_id)
 
     @staticmethod
     def _ttl_outcome(tool: TaskTool) -> Outcome:
@@ -648,7 +820,8 @@ class TaskEngine:
         """
         channel = channel if channel is not None else InlineChannel(tool.name)
         context = TaskContext(channel, owner=owner, tool=tool.name)
-        return await run_body(tool.open_body(arguments, context), channel, tool.name)
+        body = tool.open_body(arguments, context, self._limiter)
+        return await run_body(body, channel, tool.name, max_result_bytes=self.limits.max_result_bytes)
 
     async def _finish(
         self,
@@ -658,6 +831,7 @@ class TaskEngine:
         only_runner: str | None = None,
         only_attempt: int | None = None,
         known: TaskRecord | None = None,
+        status_message: str | None = None,
     ) -> TaskRecord | None:
         def change(record: TaskRecord) -> TaskRecord | None:
             if only_runner is not None and record.runner != only_runner:
@@ -668,7 +842,7 @@ class TaskEngine:
                 status=outcome.status,
                 result=outcome.result,
                 error=outcome.error,
-                status_message=outcome.message if outcome.message is not None else record.status_message,
+                status_message=outcome.message or status_message or record.status_message,
                 input_requests={},
                 input_responses={},
             )

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from mcptasks.context import TaskContext
-from mcptasks.driver import InlineChannel, Pending
+from mcptasks.driver import InlineChannel, Interrupt, Pending
 from mcptasks.errors import ProtocolError, ToolError
 from mcptasks.request_state import RequestStateCodec, arguments_digest
 from mcptasks.tool import TaskTool
@@ -32,7 +32,7 @@ METHOD_CAPABILITY = {
 }
 
 
-class InputNeeded(BaseException):
+class InputNeeded(Interrupt):
     """Raised out of a body to end this round with an `input_required` result."""
 
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:

@@ -1,4 +1,5 @@
-"""`@task_tool`: turn an `async def` generator (or coroutine) into a `TaskTool`.
+"""`@task_tool`: turn a function into a `TaskTool`: an `async def` generator or coroutine, or a
+`def` generator or function (run in worker threads).
 
 The tool's name, description, input schema and argument validation come from the function's
 signature and type hints, through pydantic, the way ordinary MCP tools get them.
@@ -15,11 +16,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar, overload
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from typing_extensions import Unpack
 
 from mcptasks.context import TaskContext
 from mcptasks.errors import ToolError
+from mcptasks.threaded import ThreadedGenerator, run_in_thread
 from mcptasks.wire import EXTENSION_ID, TaskSupport
 
 FallbackMode = Literal["inline", "tools", "reject"]
@@ -71,6 +75,8 @@ class TaskTool:
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     is_generator: bool = False
+    threaded: bool = False
+    """A `def` body (function or generator): it runs in worker threads."""
     context_parameter: str | None = None
     arguments_model: type[BaseModel] | None = field(default=None, repr=False)
     retry_on_crash: bool = False
@@ -94,11 +100,21 @@ class TaskTool:
             raise InvalidArguments(f"Invalid arguments for tool {self.name!r}: {problems}") from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    def open_body(self, arguments: dict[str, Any], context: TaskContext) -> Any:
-        """Call the function: an async generator or a coroutine, not started yet."""
+    def open_body(
+        self, arguments: dict[str, Any], context: TaskContext, limiter: CapacityLimiter | None = None
+    ) -> Any:
+        """Call the function: an async generator or a coroutine, not started yet.
+
+        A `def` body becomes one too, running in worker threads bounded by `limiter`.
+        """
         kwargs = dict(arguments)
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = context
+        if self.threaded:
+            limiter = limiter if limiter is not None else anyio.to_thread.current_default_thread_limiter()
+            if self.is_generator:
+                return ThreadedGenerator(self.fn(**kwargs), limiter)
+            return run_in_thread(self.fn, kwargs, limiter)
         return self.fn(**kwargs)
 
     def definition(self) -> dict[str, Any]:
@@ -183,11 +199,12 @@ def _build(
         raise TypeError(f"{fn.name!r} is already a task tool")
     if not callable(fn):
         raise TypeError(f"@task_tool decorates a function, not {fn!r}")
-    is_generator = inspect.isasyncgenfunction(fn)
-    if not is_generator and not inspect.iscoroutinefunction(fn):
+    threaded = not inspect.iscoroutinefunction(fn) and not inspect.isasyncgenfunction(fn)
+    is_generator = inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
+    if threaded and not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise TypeError(
-            f"@task_tool needs an 'async def' function (a generator with 'yield', or a coroutine); "
-            f"{getattr(fn, '__qualname__', fn)!r} is neither"
+            f"@task_tool decorates a function ('async def' or 'def', with or without 'yield'); "
+            f"{getattr(fn, '__qualname__', fn)!r} is not one"
         )
     tool_name = name if name is not None else fn.__name__
     if not _TOOL_NAME.match(tool_name):
@@ -241,6 +258,7 @@ def _build(
         annotations=dict(annotations) if annotations else None,
         meta=dict(meta or {}),
         is_generator=is_generator,
+        threaded=threaded,
         context_parameter=context_parameter,
         arguments_model=arguments_model,
         retry_on_crash=bool(retry_on_crash),

@@ -29,6 +29,7 @@ from mcptasks import (
     EXTENSION_ID,
     Elicit,
     InvalidArguments,
+    Limits,
     MemoryTaskStore,
     PollTooFast,
     ProtocolError,
@@ -204,7 +205,7 @@ async def test_updated_at_never_moves_backwards() -> None:
         yield Result(answer.data)
 
     store = RecordingStore()
-    async with serve(tool, store=store) as (_, protocol):
+    async with serve(tool, store=store, limits=Limits(status_interval=0)) as (_, protocol):
         client = Client(protocol)
         task_id = await client.start("tool")
         await client.answer_only(task_id, accept({}))

@@ -149,20 +149,23 @@ def test_bad_tool_name_is_rejected(name: str) -> None:
             yield Result(None)
 
 
-def test_plain_function_is_rejected() -> None:
-    def not_async(x: int) -> int:
+def test_def_function_and_def_generator_are_threaded_bodies() -> None:
+    def plain(x: int) -> int:
         return x
 
-    with pytest.raises(TypeError, match="async def"):
-        task_tool(not_async)
-
-
-def test_sync_generator_is_rejected() -> None:
     def sync_gen():
         yield Result(1)
 
-    with pytest.raises(TypeError, match="async def"):
-        task_tool(sync_gen)
+    assert task_tool(plain).threaded and not task_tool(plain).is_generator
+    assert task_tool(sync_gen).threaded and task_tool(sync_gen).is_generator
+
+
+def test_callable_object_is_rejected() -> None:
+    class Body:
+        def __call__(self) -> None: ...
+
+    with pytest.raises(TypeError, match="async def' or 'def'"):
+        task_tool(Body())
 
 
 def test_decorating_a_task_tool_again_is_rejected() -> None:

@@ -1,0 +1,112 @@
+"""Check values where a body hands them over: plain JSON, finite numbers, MCP content blocks.
+
+A task's status, input-request params and result are stored and later sent as JSON. Checking them
+when they are yielded (not when a store or a transport first chokes on them) lets the engine fail
+that one task with a message that names the offending value, instead of breaking `tasks/get`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class InvalidValue(TypeError):
+    """A yielded value cannot be stored or sent as JSON (the message says where and why)."""
+
+
+def _where(path: str) -> str:
+    return path or "the value"
+
+
+def check_json(value: Any, path: str = "") -> None:
+    """Raise `InvalidValue` unless `value` is plain JSON: dict with str keys, list, str, bool,
+    None, int, or a finite float. Tuples count as lists. NaN and Infinity are rejected."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if item is None or isinstance(item, (str, bool, int)):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidValue(f"{_where(where)} is {item!r}: JSON has no NaN or Infinity")
+            continue
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise InvalidValue(
+                        f"{_where(where)} has a key of type {type(key).__name__} ({key!r}); JSON keys are strings"
+                    )
+                stack.append((child, f"{where}.{key}" if where else key))
+            continue
+        if isinstance(item, (list, tuple)):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+            continue
+        raise InvalidValue(f"{_where(where)} is of type {type(item).__name__}, which is not JSON")
+
+
+def json_size(value: Any) -> int:
+    """The size in bytes of `value` encoded as compact UTF-8 JSON (the value must be checked)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Text(_Block):
+    text: str
+
+
+class _Binary(_Block):
+    data: str
+    mimeType: str
+
+
+class _ResourceLink(_Block):
+    uri: str
+    name: str
+
+
+class _ResourceContents(_Block):
+    uri: str
+
+
+class _Resource(_Block):
+    resource: _ResourceContents
+
+
+_BLOCKS: dict[str, type[_Block]] = {
+    "text": _Text,
+    "image": _Binary,
+    "audio": _Binary,
+    "resource_link": _ResourceLink,
+    "resource": _Resource,
+}
+
+
+def check_content(content: Any) -> None:
+    """Raise `InvalidValue` unless `content` is a list of MCP content blocks of a known type
+    with the fields that type needs (text, image, audio, resource_link, resource)."""
+    if not isinstance(content, list):
+        raise InvalidValue(
+            f"content is of type {type(content).__name__}; it must be a list of content blocks"
+        )
+    for index, block in enumerate(content):
+        where = f"content[{index}]"
+        if not isinstance(block, dict):
+            raise InvalidValue(f"{where} is of type {type(block).__name__}; a content block is an object")
+        kind = block.get("type")
+        model = _BLOCKS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            known = ", ".join(_BLOCKS)
+            raise InvalidValue(f"{where} has type {kind!r}; a content block's type is one of {known}")
+        try:
+            model.model_validate(block)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(p) for p in error["loc"])
+            raise InvalidValue(f"{where} ({kind}): {field}: {error['msg']}") from None
