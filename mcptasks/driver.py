@@ -61,8 +61,21 @@ class Interrupt(BaseException):
     that needs input). `run_body` re-raises it to its caller."""
 
 
+MAX_MESSAGE = 4000
+"""Error messages taken from exceptions are cut to this many characters."""
+
+
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
+    try:
+        text = str(exc).strip()
+    except Exception:  # a hostile __str__
+        text = ""
+    members = getattr(exc, "exceptions", None)  # an exception group (a builtin from 3.11)
+    if isinstance(members, tuple) and members:
+        inner = "; ".join(f"{type(e).__name__}: {_describe(e)}" for e in members[:5])
+        text = f"{text} ({inner})"
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE]}… ({len(text)} characters)"
     return text if text else type(exc).__name__
 
 
@@ -154,6 +167,11 @@ def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
     """Map an exception escaping a body to its outcome (JSON-RPC error -> failed; others -> tool error)."""
     if isinstance(exc, ProtocolError):
         return Outcome("failed", error=exc.to_error())
+    if isinstance(exc, InvalidValue):
+        message = f"Task tool {tool!r} yielded a value that cannot be sent: {_describe(exc)}"
+        return Outcome(
+            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "invalid_value"}}
+        )
     if not isinstance(exc, ToolError):
         logger.exception("task tool %r raised", tool, exc_info=exc)
     return Outcome("completed", result=error_result(_describe(exc)))
@@ -165,7 +183,8 @@ def outcome_of_abort(exc: BaseException, tool: str) -> Outcome:
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         what = f"was cancelled by something other than mcptasks ({name})"
     else:
-        what = f"raised {name}" + (f": {_describe(exc)}" if str(exc).strip() else "")
+        described = _describe(exc)
+        what = f"raised {name}" + (f": {described}" if described != name else "")
     logger.error("task tool %r %s", tool, what, exc_info=exc)
     message = f"Task tool {tool!r} {what}; the task was stopped."
     return Outcome(

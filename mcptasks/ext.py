@@ -38,6 +38,7 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit, TaskEngine
 from mcptasks.errors import ProtocolError
+from mcptasks.limits import Limits
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.store.base import TaskStore
@@ -90,8 +91,8 @@ def _mcp_error(exc: ProtocolError) -> MCPError:
 class TasksExtension(Extension):
     """Serve task tools over the official SDK's `MCPServer` (`io.modelcontextprotocol/tasks`).
 
-    `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, ...) are
-    passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
+    `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, `limits`)
+    are passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
     extension: `"inline"` (default), `"tools"` (start the task, list `task_status` /
     `task_answer` / `task_cancel`; see `mcptasks.fallback`) or `"reject"` (-32021).
     `immediate_results`: a task whose body finishes without suspending is answered with its result
@@ -112,11 +113,12 @@ class TasksExtension(Extension):
         fallback: FallbackMode = "inline",
         immediate_results: bool = True,
         engine: TaskEngine | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.engine = (
             engine
             if engine is not None
-            else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max)
+            else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max, limits=limits)
         )
         self.protocol = TasksProtocol(
             self.engine,

@@ -12,6 +12,7 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit
 from mcptasks.ext import Lifespan, TasksExtension
+from mcptasks.limits import Limits
 from mcptasks.store.base import TaskStore
 from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions
 
@@ -31,8 +32,8 @@ class TaskServer:
         app.run()                      # stdio; app.run("http", port=8000) for Streamable HTTP
 
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
-    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback` and
-    `immediate_results` configure the tasks side (see `TasksExtension`); other keyword arguments go
+    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback`,
+    `immediate_results` and `limits` configure the tasks side (see `TasksExtension`); other keyword arguments go
     to `MCPServer` (auth, instructions, ...).
     """
 
@@ -47,10 +48,12 @@ class TaskServer:
         adaptive_poll_max: float | None = None,
         fallback: FallbackMode = "inline",
         immediate_results: bool = True,
+        limits: Limits | None = None,
         **mcp_options: Any,
     ) -> None:
         self.extension = TasksExtension(
             store,
+            limits=limits,
             secret=secret,
             poll_limit=poll_limit,
             adaptive_poll_max=adaptive_poll_max,
