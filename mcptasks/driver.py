@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 
 from mcptasks.context import BodyChannel
 from mcptasks.errors import ProtocolError, ToolError
@@ -270,6 +271,8 @@ async def run_body(
     end = ended[0] if ended else _VANISHED
     if isinstance(end, Interrupt):
         raise end
+    if end is _STOPPED:  # not every backend re-raises the caller's cancellation at the group's exit
+        await anyio.lowlevel.checkpoint_if_cancelled()
     return end
 
 

@@ -83,7 +83,9 @@ async def hostile(server: Server, tool: str, arguments: dict[str, Any] | None = 
         control = await client.get(control_id)
         assert control["status"] == "input_required", control
         key, _ = the_input_request(control)
-        assert (await client.send("tasks/update", {"taskId": control_id, "inputResponses": {key: accept()}})).status == 200
+        assert (
+            await client.send("tasks/update", {"taskId": control_id, "inputResponses": {key: accept()}})
+        ).status == 200
         done = await finish(client, control_id)
         assert done["status"] == "completed" and text(done["result"]) == f"{tool} done (accept)", done
         discovered = await client.send("server/discover")
