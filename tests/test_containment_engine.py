@@ -191,7 +191,7 @@ async def test_the_watchdog_names_an_async_body_that_blocks_the_loop(
 ) -> None:
     @task_tool
     async def blocker():
-        time.sleep(0.6)
+        time.sleep(0.6)  # noqa: ASYNC251 - the point of this body
         yield Result("done")
 
     caplog.set_level(logging.WARNING, logger="mcptasks")
