@@ -914,6 +914,28 @@ async def test_howto_extension_on_your_own_mcpserver() -> None:
     assert extension_of(target) is not None
 
 
+@exercises("howto_robust.py")
+async def test_howto_robust_bodies() -> None:
+    snippet = load_snippet("howto_robust.py")
+    limits = snippet.app.extension.engine.limits
+    assert (limits.max_active_per_owner, limits.threads, limits.blocking_threshold) == (20, 8, 0.5)
+    async with connect(snippet.app) as tasks:
+        done = await tasks.finish((await tasks.start("transcode", {"name": "a.mov"}))["taskId"])
+        assert text(done["result"]) == "a.mov: transcoded"
+        assembled = await tasks.finish((await tasks.start("assemble", {"parts": 3}))["taskId"])
+        assert assembled["result"]["structuredContent"] == {"parts": 3, "checksum": 30}
+        task_id = (await tasks.start("publish", {"name": "v2"}))["taskId"]
+        waiting = await tasks.wait_input(task_id, count=1)
+        assert waiting["statusMessage"] == "checking v2"
+        key, request = the_input_request(waiting)
+        assert request["params"]["message"] == "Publish v2?"
+        await tasks.update(task_id, {key: {"action": "accept", "content": {"go": True}}})
+        assert text((await tasks.finish(task_id))["result"]) == "v2: published"
+        cancelled = (await tasks.start("transcode", {"name": "b.mov"}))["taskId"]
+        await tasks.cancel(cancelled)
+        assert (await tasks.get(cancelled))["status"] == "cancelled"
+
+
 @exercises("howto_client.py")
 async def test_howto_client(tmp_path: Path) -> None:
     server = load_snippet("concepts_reports.py")
