@@ -96,6 +96,16 @@ def _store(store: str | None) -> Any:
     return store_object
 
 
+def _exit_when_stuck(stuck: list[str]) -> None:
+    """At shutdown, leave bodies that ignore cancellation behind instead of waiting forever."""
+    print(
+        f"mcptasks: exiting without waiting for {len(stuck)} task bodies that ignore cancellation",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
+
+
 def _extension(server: Any, target: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
@@ -142,6 +152,11 @@ def serve(
             extension.engine.lease_ttl = lease_ttl
     if transport == "http":
         _check_port(host, port)
+    from mcptasks.ext import extension_of
+
+    tasks = server.extension if isinstance(server, TaskServer) else extension_of(server)
+    if tasks is not None:
+        tasks.engine.on_stuck_shutdown = _exit_when_stuck
     if isinstance(server, TaskServer):
         server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
     elif transport == "http":
@@ -165,6 +180,7 @@ def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: 
     extension.use_store(store_object)
     engine = extension.engine
     engine.run_tasks = True
+    engine.on_stuck_shutdown = _exit_when_stuck
     engine.max_concurrent = concurrency
     if lease_ttl is not None:
         engine.lease_ttl = lease_ttl

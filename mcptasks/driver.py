@@ -299,7 +299,8 @@ class InlineChannel:
         return 1
 
     async def set_status(self, message: str) -> None:
-        """Dropped: there is no task to carry a status message."""
+        """Dropped: there is no task to carry a status message (the event loop still gets a turn)."""
+        await anyio.lowlevel.checkpoint()
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Refuse: input needs a task (or a multi-round-trip exchange)."""

@@ -392,6 +392,9 @@ class TaskEngine:
         self._runs: dict[str, _TaskRun] = {}
         self._active_by_owner: dict[str, int] = {}
         self._closing = False
+        self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
+        """Called at shutdown with the bodies still running `Limits.cancel_grace` after they
+        were cancelled (`mcptasks serve` exits the process there instead of waiting forever)."""
         self._drained: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._last_poll: dict[str, float] = {}
@@ -475,12 +478,14 @@ class TaskEngine:
         with anyio.move_on_after(self.limits.cancel_grace):
             await drained.wait()
         if self._runs:
-            names = ", ".join(sorted({f"{run.tool!r} (task {run.task_id})" for run in self._runs.values()}))
+            stuck = sorted({f"{run.tool!r} (task {run.task_id})" for run in self._runs.values()})
             logger.error(
                 "shutting down with task bodies that ignore cancellation after %.0f s: %s",
                 self.limits.cancel_grace,
-                names,
+                ", ".join(stuck),
             )
+            if self.on_stuck_shutdown is not None:
+                self.on_stuck_shutdown(stuck)
 
     async def _report_ignored(self) -> None:
         """Warn (once each) about bodies still running `cancel_grace` seconds after being stopped."""

@@ -7,6 +7,7 @@ process is alive. One server process per store serves the whole module.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -248,3 +249,20 @@ async def test_odd_generators(server: Server, tool: str, check: Any) -> None:
     task = await hostile(server, tool)
     assert task["status"] in TERMINAL
     assert check(task), task
+
+
+async def test_shutdown_does_not_wait_forever_for_a_body_ignoring_cancellation(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "server.log"
+    with serving_http(APP, port=port, log=log) as process:
+        server = Server(f"http://127.0.0.1:{port}/mcp", process, log)
+        async with raw(server) as client:
+            task_id = await start(client, "ignores_cancellation", {"seconds": 3600.0})
+            await poll(lambda: client.get(task_id), lambda t: t["statusMessage"] == "spinning", what="spinning")
+        process.send_signal(signal.SIGTERM)
+        # Limits.cancel_grace is 0.5 s in the app; the wait below is only an upper bound.
+        code = await anyio.to_thread.run_sync(lambda: process.wait(timeout=60))
+    assert code == 1
+    output = log.read_text()
+    assert "ignore cancellation" in output and "'ignores_cancellation'" in output, output
+    assert "exiting without waiting for 1 task bodies" in output, output
