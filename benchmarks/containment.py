@@ -35,7 +35,16 @@ from typing import Any
 
 import anyio
 
-from mcptasks import ANONYMOUS_OWNER, EXTENSION_ID, Elicit, Limits, Result, TaskEngine, TasksProtocol, task_tool
+from mcptasks import (
+    ANONYMOUS_OWNER,
+    EXTENSION_ID,
+    Elicit,
+    Limits,
+    Result,
+    TaskEngine,
+    TasksProtocol,
+    task_tool,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 META: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
@@ -107,8 +116,10 @@ async def stall(load: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
             if not ids:
                 await anyio.sleep(1.0)
             for task_id in ids:
-                while (await _call(protocol, "tasks/get", {"taskId": task_id}))["status"] != "completed":
+                status = "working"
+                while status != "completed":
                     await anyio.sleep(0.05)
+                    status = (await _call(protocol, "tasks/get", {"taskId": task_id}))["status"]
             done.set()
 
         async with anyio.create_task_group() as group:

@@ -258,7 +258,9 @@ async def test_shutdown_does_not_wait_forever_for_a_body_ignoring_cancellation(t
         server = Server(f"http://127.0.0.1:{port}/mcp", process, log)
         async with raw(server) as client:
             task_id = await start(client, "ignores_cancellation", {"seconds": 3600.0})
-            await poll(lambda: client.get(task_id), lambda t: t["statusMessage"] == "spinning", what="spinning")
+            await poll(
+                lambda: client.get(task_id), lambda t: t["statusMessage"] == "spinning", what="spinning"
+            )
         process.send_signal(signal.SIGTERM)
         # Limits.cancel_grace is 0.5 s in the app; the wait below is only an upper bound.
         code = await anyio.to_thread.run_sync(lambda: process.wait(timeout=60))
