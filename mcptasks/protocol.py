@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, ValidationError
 
 from mcptasks.context import TaskContext
-from mcptasks.driver import outcome_of_exception
+from mcptasks.driver import cancelled_here, outcome_of_abort, outcome_of_exception
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import ProtocolError
 from mcptasks.fallback import (
@@ -306,6 +307,14 @@ class TasksProtocol:
                     outcome = outcome_of_exception(exc, tool.name)
                     assert outcome.result is not None
                     return {"resultType": "complete", **outcome.result}
+                except BaseException as exc:
+                    if isinstance(exc, anyio.get_cancelled_exc_class()) and await cancelled_here():
+                        raise
+                    error = outcome_of_abort(exc, tool.name).error
+                    assert error is not None
+                    raise ProtocolError(
+                        int(error["code"]), str(error["message"]), error.get("data")
+                    ) from None
             record = await self.engine.start(
                 tool,
                 arguments,

@@ -258,3 +258,16 @@ async def test_cancelling_an_inline_call_still_propagates() -> None:
                 await entered.wait()
                 scope.cancel()
         assert scope.cancelled_caught
+
+
+async def test_a_body_raising_system_exit_before_its_task_exists(meta: dict[str, Any]) -> None:
+    @task_tool(input_before_task=True)
+    async def early():
+        raise SystemExit(2)
+        yield
+
+    async with serve(early) as (engine, protocol):
+        with pytest.raises(ProtocolError, match="raised SystemExit: 2") as refused:
+            await protocol.call_tool("early", {}, meta=meta)
+        assert refused.value.data == {"reason": "aborted", "exception": "SystemExit"}
+        assert engine.active_runs == 0
