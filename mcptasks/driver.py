@@ -143,7 +143,7 @@ async def drive_generator(
             # body opened around its `yield` (PEP 789). Deliver it; if the body yields again while
             # the cancellation still stands, it is ignoring the engine's: close it.
             item = await watched(generator.athrow(throw))
-            if await cancelled_here():
+            if cancelled_here():
                 return None
             logger.warning(
                 "task tool body %s was cancelled by its own task group or cancel scope while suspended "
@@ -236,12 +236,12 @@ async def _settle_body(
     except Exception as exc:
         return outcome_of_exception(exc, tool)
     except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()) and await cancelled_here():
+        if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
             return _STOPPED  # the caller was cancelled: it decides the outcome
         return outcome_of_abort(exc, tool)
 
 
-async def cancelled_here() -> bool:
+def cancelled_here() -> bool:
     """Whether a cancel scope around the current task (up to a shield) has been cancelled."""
     return anyio.current_effective_deadline() == -math.inf
 

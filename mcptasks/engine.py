@@ -691,7 +691,7 @@ class TaskEngine:
     async def claim(self) -> int:
         """Take queued tasks from the store and run them here; return how many were started."""
         task_group = self._task_group
-        if task_group is None:
+        if task_group is None or self._closing:
             return 0
         room = 256 if self.max_concurrent is None else self.max_concurrent - len(self._runs)
         if room <= 0:
@@ -743,7 +743,7 @@ class TaskEngine:
         try:
             with anyio.CancelScope() as scope:
                 run.scope = scope
-                if run.stopped_at is not None:
+                if run.stopped_at is not None or self._closing:
                     scope.cancel()
                 if run.expires_at is not None:
                     ttl = run.expires_at - time.time()

@@ -308,7 +308,7 @@ class TasksProtocol:
                     assert outcome.result is not None
                     return {"resultType": "complete", **outcome.result}
                 except BaseException as exc:
-                    if isinstance(exc, anyio.get_cancelled_exc_class()) and await cancelled_here():
+                    if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
                         raise
                     error = outcome_of_abort(exc, tool.name).error
                     assert error is not None
