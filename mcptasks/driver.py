@@ -18,6 +18,7 @@ import anyio.lowlevel
 from mcptasks.context import BodyChannel
 from mcptasks.errors import ProtocolError, ToolError
 from mcptasks.results import error_result, to_call_tool_result
+from mcptasks.threaded import CancelRequested
 from mcptasks.values import InvalidValue, check_content, check_json, json_size
 from mcptasks.watchdog import current_body, watched
 from mcptasks.wire import INTERNAL_ERROR
@@ -173,7 +174,7 @@ def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
         return Outcome(
             "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "invalid_value"}}
         )
-    if not isinstance(exc, ToolError):
+    if not isinstance(exc, (ToolError, CancelRequested)):
         logger.exception("task tool %r raised", tool, exc_info=exc)
     return Outcome("completed", result=error_result(_describe(exc)))
 

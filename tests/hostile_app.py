@@ -39,6 +39,12 @@ def ping() -> str:
 
 
 @app.task_tool()
+async def ping_task():
+    """A task tool that finishes at once."""
+    yield Result("pong")
+
+
+@app.task_tool()
 async def control(label: str):
     """Well behaved: waits for one answer, then completes."""
     yield f"{label} waiting"

@@ -196,12 +196,26 @@ async def test_a_def_body_runs_in_a_thread_and_sees_cancellation(server: Server)
     assert task["status"] == "completed" and text(task["result"]) == "slept 0.2 s", task
     async with raw(server) as client:
         task_id = await start(client, "sleeps_in_a_thread", {"seconds": 600})
-        assert (await client.send("tasks/cancel", {"taskId": task_id})).status == 200
-        assert (await client.get(task_id))["status"] == "cancelled"
-    # The body saw ctx.cancelled and stopped: no ignored-cancellation warning names it.
-    with anyio.fail_after(TIMEOUT):
+        # While the body blocks its thread, the server answers (and the body is still running).
         async with Client(server.url, extensions=[tasks_extension()]) as sdk:
             assert (await sdk.call_tool("ping", {})).content[0].text == "pong"  # type: ignore[union-attr]
+        assert (await client.get(task_id))["status"] == "working"
+        assert (await client.send("tasks/cancel", {"taskId": task_id})).status == 200
+        assert (await client.get(task_id))["status"] == "cancelled"
+
+
+async def test_an_anonymous_client_creating_tasks_in_a_loop_is_refused_past_the_limit(server: Server) -> None:
+    async with raw(server) as client:
+        ids = [await start(client, "control", {"label": f"flood {i}"}) for i in range(200)]
+        refused = await client.call("control", {"label": "one too many"})
+        assert refused.status == 200
+        error = refused.message["error"]
+        assert error["code"] == -32000
+        assert "Too many active tasks" in error["message"]
+        assert error["data"] == {"retryAfterMs": 5000, "limit": 200, "scope": "owner"}
+        for task_id in ids:
+            await client.send("tasks/cancel", {"taskId": task_id})
+        await poll(lambda: client.call("ping_task"), lambda r: "error" not in r.message, what="room again")
 
 
 async def test_a_def_generator_asks_from_a_thread(server: Server) -> None:
