@@ -7,7 +7,7 @@ without the `mcp` SDK or the optional database drivers.
 
 from typing import TYPE_CHECKING, Any
 
-from mcptasks.context import BodyChannel, TaskContext
+from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
@@ -84,6 +84,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_CHECKPOINT_BYTES",
     "ANONYMOUS_OWNER",
     "BodyChannel",
     "DetailedTask",

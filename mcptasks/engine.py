@@ -80,6 +80,7 @@ class _TaskRun:
         "expires_at",
         "final",
         "record",
+        "saved",
         "scope",
         "stop_outcome",
         "task_id",
@@ -100,6 +101,8 @@ class _TaskRun:
         self.stop_outcome: Outcome | None = None
         self.final: Outcome | None = None
         """The outcome recorded when the body ended."""
+        self.saved: Any = None
+        """The body's checkpoint (loaded from the record when a re-run starts)."""
 
     def poke(self) -> None:
         """Wake the body if it waits for input."""
@@ -152,6 +155,12 @@ class _TaskRun:
             return
         if written is None:
             await self._halt()
+
+    async def save(self, state: Any) -> None:
+        """Write the body's checkpoint into its record (durable when this returns)."""
+        if await self._write(lambda record: record.evolve(checkpoint=state)) is None:
+            await self._halt()
+        self.saved = state
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
@@ -544,6 +553,7 @@ class TaskEngine:
                     record.task_id, _TaskRun(self, record.task_id, record.expires_at, record.attempt)
                 )
                 run.record = record
+                run.saved = record.checkpoint
         finally:
             self._claiming -= 1
         for record in claimed:
@@ -585,7 +595,10 @@ class TaskEngine:
                     body, pending = tool.open_body(args, context), None
                 else:
                     body, context, pending = prepared
+                    carried = context.saved  # saved during the input rounds before the task
                     context._rebind(run)
+                    if carried is not None:
+                        await run.save(carried)
                 outcome = await run_body(body, run, tool.name, pending=pending)
             if scope.cancelled_caught:
                 if run.stop_outcome is not None:

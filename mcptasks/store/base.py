@@ -47,6 +47,8 @@ class TaskRecord:
     """How many times the body has been started (re-runs after a lost worker raise it)."""
     idempotency_key: str | None = None
     """Client-chosen key: a second create with the same (owner, key) returns the first task."""
+    checkpoint: Any = None
+    """JSON state the body saved with `ctx.checkpoint(...)`; a re-run starts with it (`ctx.saved`)."""
     version: int = 0
 
     def __post_init__(self) -> None:
