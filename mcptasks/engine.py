@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.instances import gone_from_this_host, new_instance_id
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
@@ -54,6 +55,9 @@ def new_task_id() -> str:
         if not task_id.startswith("-"):
             return task_id
 
+
+RECOVERY_BATCH = 128
+"""How many orphans recovery handles at once (and before an engine starting up returns)."""
 
 MAX_INVALID_ANSWERS = 3
 """How many invalid answers to one question a task accepts before it fails with -32602."""
@@ -300,7 +304,7 @@ class TaskEngine:
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError("max_concurrent must be a positive integer or None")
         self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
-        self.instance_id = instance_id or secrets.token_hex(8)
+        self.instance_id = instance_id or new_instance_id()
         self.run_tasks = run_tasks
         self.lease_ttl = lease_ttl
         self.max_concurrent = max_concurrent
@@ -341,21 +345,20 @@ class TaskEngine:
             await self.store.open()
             stack.push_async_callback(self.store.close)
             await self.store.heartbeat(self.instance_id, self.lease_ttl)
-            if self.recover_orphans:
-                await self.recover()
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
+            self._task_group = task_group
+            if self.recover_orphans:  # a large backlog goes on in the background
+                await task_group.start(self._recover_forever)
             await task_group.start(self._listen)
             task_group.start_soon(self._every, self.sweep_interval, self.sweep)
             task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
-            if self.recover_orphans:
-                task_group.start_soon(self._every, self.lease_ttl / 2, self.recover)
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
+            self._task_group = None
             await stack.aclose()
             raise
-        self._task_group = task_group
         self._exit_stack = stack
         return self
 
@@ -382,31 +385,39 @@ class TaskEngine:
     async def _heartbeat(self) -> None:
         await self.store.heartbeat(self.instance_id, self.lease_ttl)
 
-    async def recover(self) -> int:
+    async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
 
-        A task whose runner has no live heartbeat is failed with a "worker lost" error, or put
-        back in the queue when its tool has `retry_on_crash` and attempts are left. Bodies running
-        here whose record became terminal or vanished (a missed notification) are stopped.
+        A task whose runner has no live heartbeat, or whose runner was a process on this machine
+        that no longer exists (a server killed and restarted), is failed with a "worker lost"
+        error, or put back in the queue when its tool has `retry_on_crash` and attempts are left.
+        Orphans are handled `RECOVERY_BATCH` at a time; `first_batch_done` is called after the
+        first batch, so a caller can serve while a large backlog is still being recovered. Bodies
+        running here whose record became terminal or vanished (a missed notification) are stopped.
         """
         running_before = dict(self._runs)
         claiming = self._claiming
-        live = await self.store.live_runners()
-        active: dict[str, TaskRecord] = {}
-        count = 0
-        for record in await self.store.list_active():
-            active[record.task_id] = record
+        live = {runner for runner in await self.store.live_runners() if not gone_from_this_host(runner)}
+        records = await self.store.list_active()
+        active = {record.task_id: record for record in records}
+
+        def abandoned(record: TaskRecord) -> bool:
             if record.runner is None or record.task_id in self._runs:
-                continue
+                return False
             if record.runner == self.instance_id:
                 # Ours but not running here: left by an earlier life of this instance id, unless
                 # a claim is registering it right now.
-                if claiming or self._claiming:
-                    continue
-            elif record.runner in live:
-                continue
-            if await self._orphaned(record):
-                count += 1
+                return not (claiming or self._claiming)
+            return record.runner not in live
+
+        orphans = [record for record in records if abandoned(record)]
+        count = 0
+        for first in range(0, len(orphans), RECOVERY_BATCH):
+            batch = [record for record in orphans[first : first + RECOVERY_BATCH] if abandoned(record)]
+            count += await self._orphan_batch(batch)
+            if first_batch_done is not None:
+                first_batch_done()
+                first_batch_done = None
         for task_id, run in running_before.items():
             if self._runs.get(task_id) is not run:
                 continue
@@ -415,7 +426,43 @@ class TaskEngine:
                 current = await self.store.get(task_id)
             if current is None or current.terminal or not run.owns(current):
                 run.stop()
+        if count:
+            logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         return count
+
+    async def _orphan_batch(self, records: Sequence[TaskRecord]) -> int:
+        """`_orphaned` for each record, concurrently (stores batch concurrent writes); the count."""
+        done = 0
+
+        async def one(record: TaskRecord) -> None:
+            nonlocal done
+            try:
+                if await self._orphaned(record):
+                    done += 1
+            except Exception:
+                logger.warning("could not recover task %s; will retry", record.task_id, exc_info=True)
+
+        async with anyio.create_task_group() as group:
+            for record in records:
+                group.start_soon(one, record)
+        return done
+
+    async def _recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Recover at once (returning to the starter after the first batch), then every lease/2."""
+        announced = False
+
+        def first_batch_done() -> None:
+            nonlocal announced
+            if not announced:
+                announced = True
+                task_status.started()
+
+        try:
+            await self.recover(first_batch_done=first_batch_done)
+        except Exception:
+            logger.warning("mcptasks orphan recovery failed; will retry", exc_info=True)
+        first_batch_done()
+        await self._every(self.lease_ttl / 2, self.recover)
 
     async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
         """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
