@@ -11,6 +11,7 @@ from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.outages import StoreRetry
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
@@ -103,6 +104,7 @@ __all__ = [
     "PollTooFast",
     "PostgresTaskStore",
     "ProtocolError",
+    "StoreRetry",
     "RedisTaskStore",
     "Result",
     "Root",

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -22,6 +22,7 @@ from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.instances import gone_from_this_host, new_instance_id
+from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
@@ -30,6 +31,7 @@ from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
 PollLimit = Literal["off", "delay", "reject"]
+T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
 
@@ -124,8 +126,14 @@ class _TaskRun:
         """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
         return record.runner == self.engine.instance_id and record.attempt == self.attempt
 
-    async def _write(self, change: Callable[[TaskRecord], TaskRecord | None]) -> TaskRecord | None:
-        """Apply a body's change to its record; None when the task ended or is no longer ours."""
+    async def _write(
+        self, change: Callable[[TaskRecord], TaskRecord | None], what: str | None = None
+    ) -> TaskRecord | None:
+        """Apply a body's change to its record; None when the task ended or is no longer ours.
+
+        With `what` (a description for messages), an unreachable store is retried within the
+        engine's `store_retry` budget, then the task fails saying so; without, the error propagates.
+        """
         owned = True
 
         def guarded(record: TaskRecord) -> TaskRecord | None:
@@ -133,12 +141,28 @@ class _TaskRun:
             owned = self.owns(record)
             return change(record) if owned else None
 
-        written = await self.engine._mutate(self.task_id, guarded, known=self.record)
+        engine = self.engine
+        if what is None:
+            written = await engine._mutate(self.task_id, guarded, known=self.record)
+        else:
+            written = await self._patiently(
+                lambda: engine._mutate(self.task_id, guarded, known=self.record), what
+            )
         if written is None or not owned:
             self.record = None
             return None
         self.record = written
         return written
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """`call()` retried while the store is unreachable (`store_retry`), then a task failure."""
+        engine = self.engine
+        try:
+            return await engine.store_retry.run(
+                call, errors=engine.outage_errors, what=f"{what} ({self.task_id})"
+            )
+        except engine.outage_errors as exc:
+            raise gave_up(exc, engine.store_retry, what) from exc
 
     async def _halt(self) -> None:
         # The record is terminal or gone: end the body through cancellation so `finally:` runs.
@@ -162,7 +186,7 @@ class _TaskRun:
 
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""
-        if await self._write(lambda record: record.evolve(checkpoint=state)) is None:
+        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
             await self._halt()
         self.saved = state
 
@@ -199,7 +223,9 @@ class _TaskRun:
         """Add the requests to the record under fresh, never reused keys; return the keys."""
         keys: dict[int, str] = {}
 
-        def issue(record: TaskRecord) -> TaskRecord:
+        def issue(record: TaskRecord) -> TaskRecord | None:
+            if keys and all(k in record.input_requests or k in record.input_responses for k in keys.values()):
+                return None  # an earlier try landed although its reply was lost (keys are never reused)
             counter = record.input_key_counter
             keys.clear()
             for index, request in requests.items():
@@ -212,7 +238,7 @@ class _TaskRun:
                 status="input_required",
             )
 
-        if await self._write(issue) is None:
+        if await self._write(issue, "asking for input") is None:
             await self._halt()
         return keys
 
@@ -226,7 +252,7 @@ class _TaskRun:
                 wake = anyio.Event()
                 self.waiters.append(wake)
                 try:
-                    record = await store.get(self.task_id)
+                    record = await self._patiently(lambda: store.get(self.task_id), "waiting for input")
                     if record is None or record.terminal or not self.owns(record):
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
@@ -248,7 +274,7 @@ class _TaskRun:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
             return record.evolve(input_responses=left)
 
-        if await self._write(consume) is None:
+        if await self._write(consume, "taking the answers") is None:
             await self._halt()
         return received
 
@@ -276,6 +302,8 @@ class TaskEngine:
       wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
     - `adaptive_poll_max`: when set (seconds), the advertised `pollIntervalMs` grows with the task's
       age (a tenth of it) from the tool's interval up to this bound.
+    - `store_retry`: how long a running task's store calls (waiting for input, checkpoints, its
+      end) are retried while the store is unreachable (`StoreRetry`, default 60 s with backoff).
     """
 
     def __init__(
@@ -294,6 +322,7 @@ class TaskEngine:
         poll_tolerance: float = 0.5,
         adaptive_poll_max: float | None = None,
         recover_orphans: bool = True,
+        store_retry: StoreRetry | None = None,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -315,6 +344,11 @@ class TaskEngine:
         self.poll_tolerance = poll_tolerance
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
+        self.store_retry = store_retry if store_retry is not None else StoreRetry()
+        self.outage_errors = outage_errors(self.store)
+        """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
+        self._unsettled: dict[str, tuple[_TaskRun, Outcome]] = {}
+        """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -395,6 +429,7 @@ class TaskEngine:
         first batch, so a caller can serve while a large backlog is still being recovered. Bodies
         running here whose record became terminal or vanished (a missed notification) are stopped.
         """
+        await self._write_unsettled()
         running_before = dict(self._runs)
         claiming = self._claiming
         live = {runner for runner in await self.store.live_runners() if not gone_from_this_host(runner)}
@@ -402,7 +437,7 @@ class TaskEngine:
         active = {record.task_id: record for record in records}
 
         def abandoned(record: TaskRecord) -> bool:
-            if record.runner is None or record.task_id in self._runs:
+            if record.runner is None or record.task_id in self._runs or record.task_id in self._unsettled:
                 return False
             if record.runner == self.instance_id:
                 # Ours but not running here: left by an earlier life of this instance id, unless
@@ -657,34 +692,67 @@ class TaskEngine:
         except BaseException:
             # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
             with anyio.CancelScope(shield=True):
-                await self._settle(run, outcome)
+                await self._settle(run, outcome, patient=False)
             raise
         await self._settle(run, outcome)
 
-    async def _settle(self, run: _TaskRun, outcome: Outcome | None) -> None:
-        """Record how a run ended and forget it (outcome None: the engine is shutting down)."""
+    async def _settle(self, run: _TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
+        """Record how a run ended and forget it (outcome None: the engine is shutting down).
+
+        While the store is unreachable the end is retried (`store_retry`, when `patient`); if it
+        stays unreachable, the outcome is kept and written by the reaper once the store answers.
+        """
         try:
             if outcome is None:  # release the task (retry_on_crash) or fail it
                 record = await self.store.get(run.task_id)
                 if record is not None and run.owns(record):
                     await self._orphaned(record, shutdown=True)
-            elif (
-                await self._finish(
-                    run.task_id,
-                    outcome,
-                    only_runner=self.instance_id,
-                    only_attempt=run.attempt,
-                    known=run.record,
-                )
-                is not None
-            ):
-                run.final = outcome
+            else:
+
+                async def finish() -> TaskRecord | None:
+                    return await self._finish(
+                        run.task_id,
+                        outcome,
+                        only_runner=self.instance_id,
+                        only_attempt=run.attempt,
+                        known=run.record,
+                    )
+
+                if patient:
+                    written = await self.store_retry.run(
+                        finish, errors=self.outage_errors, what=f"recording the end of task {run.task_id}"
+                    )
+                else:
+                    written = await finish()
+                if written is not None:
+                    run.final = outcome
+        except self.outage_errors as exc:
+            kept = outcome is not None and patient  # not at shutdown: nothing would write it
+            if kept:
+                self._unsettled[run.task_id] = (run, outcome)  # type: ignore[assignment]
+            logger.error(
+                "could not record the end of task %s: the task store is unreachable (%s); %s",
+                run.task_id,
+                describe(exc),
+                "it is kept and written once the store answers" if kept else "it stays active",
+            )
         except Exception:
             # The store failed the final write: the task stays active and, once this instance
             # is gone or restarted, the reaper fails (or re-runs) it.
             logger.exception("could not record the end of task %s", run.task_id)
         finally:
             self._runs.pop(run.task_id, None)
+
+    async def _write_unsettled(self) -> None:
+        """Record the ends kept while the store was unreachable (raises while it still is)."""
+        for task_id, (run, outcome) in list(self._unsettled.items()):
+            written = await self._finish(
+                task_id, outcome, only_runner=self.instance_id, only_attempt=run.attempt
+            )
+            del self._unsettled[task_id]
+            if written is not None:
+                run.final = outcome
+                logger.info("recorded the end of task %s after the task store came back", task_id)
 
     @staticmethod
     def _ttl_outcome(tool: TaskTool) -> Outcome:

@@ -269,6 +269,14 @@ class PostgresTaskStore:
     """
 
     durable: bool = True
+    outage_errors: tuple[type[BaseException], ...] = (
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.OperatorInterventionError,  # the server shuts down or restarts
+        OSError,
+        TimeoutError,
+    )
+    """Exceptions that mean PostgreSQL is unreachable: the engine rides them out (`StoreRetry`)."""
 
     def __init__(
         self,

@@ -417,6 +417,13 @@ class RedisTaskStore:
     """
 
     durable: bool = True
+    outage_errors: tuple[type[BaseException], ...] = (
+        RedisConnectionError,
+        RedisTimeoutError,
+        OSError,
+        TimeoutError,
+    )
+    """Exceptions that mean Redis is unreachable: the engine rides them out (`StoreRetry`)."""
 
     def __init__(self, url: str, *, prefix: str | None = None, client: aioredis.Redis | None = None) -> None:
         url, url_prefix = _split_prefix(url)
