@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.heartbeat import HeartbeatThread
 from mcptasks.instances import gone_from_this_host, new_instance_id
 from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
@@ -45,6 +46,10 @@ async def _close_body(body: Any) -> None:
 
 
 _HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
+
+
+async def _in_thread(call: Callable[[], object]) -> None:
+    await anyio.to_thread.run_sync(call)
 
 
 def new_task_id() -> str:
@@ -302,6 +307,10 @@ class TaskEngine:
       wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
     - `adaptive_poll_max`: when set (seconds), the advertised `pollIntervalMs` grows with the task's
       age (a tenth of it) from the tool's interval up to this bound.
+    - `heartbeat_thread`: renew the lease from a thread of its own (stores with `twin()`: SQLite
+      files, Redis, PostgreSQL), so a body blocking the event loop does not make peers fail this
+      live instance's tasks; `wedge_limit` (seconds, default 300) bounds how long a blocked loop
+      keeps the lease alive: after it, peers take the tasks over as from a lost worker.
     - `store_retry`: how long a running task's store calls (waiting for input, checkpoints, its
       end) are retried while the store is unreachable (`StoreRetry`, default 60 s with backoff).
     """
@@ -323,6 +332,8 @@ class TaskEngine:
         adaptive_poll_max: float | None = None,
         recover_orphans: bool = True,
         store_retry: StoreRetry | None = None,
+        heartbeat_thread: bool = True,
+        wedge_limit: float = 300.0,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -330,6 +341,8 @@ class TaskEngine:
             raise ValueError("poll_tolerance must be in (0, 1]")
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
+        if not wedge_limit >= 5.0:
+            raise ValueError("wedge_limit must be at least 5 seconds")
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError("max_concurrent must be a positive integer or None")
         self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
@@ -345,8 +358,8 @@ class TaskEngine:
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
         self.store_retry = store_retry if store_retry is not None else StoreRetry()
-        self.outage_errors = outage_errors(self.store)
-        """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
+        self.heartbeat_thread = heartbeat_thread
+        self.wedge_limit = wedge_limit
         self._unsettled: dict[str, tuple[_TaskRun, Outcome]] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.tools: dict[str, TaskTool] = {}
@@ -358,6 +371,11 @@ class TaskEngine:
         self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
+
+    @property
+    def outage_errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
+        return outage_errors(self.store)
 
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
@@ -379,6 +397,10 @@ class TaskEngine:
             await self.store.open()
             stack.push_async_callback(self.store.close)
             await self.store.heartbeat(self.instance_id, self.lease_ttl)
+            beats = self._heartbeat_thread()
+            if beats is not None:
+                beats.start()
+                stack.push_async_callback(_in_thread, beats.stop)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
             self._task_group = task_group
@@ -386,7 +408,10 @@ class TaskEngine:
                 await task_group.start(self._recover_forever)
             await task_group.start(self._listen)
             task_group.start_soon(self._every, self.sweep_interval, self.sweep)
-            task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
+            if beats is None:
+                task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
+            else:
+                task_group.start_soon(self._tick_forever, beats)
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
@@ -418,6 +443,20 @@ class TaskEngine:
 
     async def _heartbeat(self) -> None:
         await self.store.heartbeat(self.instance_id, self.lease_ttl)
+
+    def _heartbeat_thread(self) -> HeartbeatThread | None:
+        """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
+        make = getattr(self.store, "twin", None)
+        if not self.heartbeat_thread or not callable(make) or make() is None:
+            return None
+        return HeartbeatThread(make, self.instance_id, self.lease_ttl, self.wedge_limit)
+
+    @staticmethod
+    async def _tick_forever(beats: HeartbeatThread) -> None:
+        """Show the heartbeat thread that this event loop still runs."""
+        while True:
+            beats.tick()
+            await anyio.sleep(1.0)
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.

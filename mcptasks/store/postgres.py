@@ -312,6 +312,13 @@ class PostgresTaskStore:
         self._reconnect_task: asyncio.Task[None] | None = None
         self._sql = self._statements(f'"{self._schema}"')
 
+    def twin(self) -> PostgresTaskStore:
+        """A new, unopened store on the same database and schema, with a pool of one connection
+        (for another thread's event loop)."""
+        return PostgresTaskStore(
+            self._dsn, schema=self._schema, min_size=0, max_size=1, connect_timeout=self._connect_timeout
+        )
+
     @property
     def schema(self) -> str:
         """The PostgreSQL schema holding this store's tables."""

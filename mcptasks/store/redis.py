@@ -457,6 +457,11 @@ class RedisTaskStore:
         """The URL as given (it may hold a password: log `redact_url(store.url)` instead)."""
         return self._url
 
+    def twin(self) -> RedisTaskStore | None:
+        """A new, unopened store on the same database and prefix (for another thread's event
+        loop); None when this store was given a client (its settings cannot be copied)."""
+        return None if self._given_client is not None else RedisTaskStore(self._url, prefix=self._prefix)
+
     @property
     def prefix(self) -> str:
         """The prefix of every key and of the notification channel."""
