@@ -110,6 +110,7 @@ def _running(pid: int) -> bool:
 # -- the task tool -------------------------------------------------------------------------------
 
 
+# --8<-- [start:tool]
 @app.task_tool(poll_interval=0.5, retry_on_crash=True, max_attempts=3)
 async def run_job(ctx: TaskContext, steps: int = 10, interval: float = 0.5):
     """Run an external job of `steps` steps and report its progress; survives server restarts."""
@@ -132,6 +133,9 @@ async def run_job(ctx: TaskContext, steps: int = 10, interval: float = 0.5):
             last = detail
             yield f"job {job_id}: {detail}"
         await anyio.sleep(0.2)
+
+
+# --8<-- [end:tool]
 
 
 if __name__ == "__main__":

@@ -148,6 +148,11 @@ class TaskStore(Protocol):
     - `heartbeat`/`live_runners` tell which engine instances are alive, so the tasks of a dead one
       can be failed (or re-run) by the survivors.
     - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
+
+    Optional members the engine uses when present: `outage_errors`, a tuple of the exception
+    types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
+    out; and `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    heartbeat thread on its own event loop.
     """
 
     durable: bool
