@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows: dict[str, list[dict[str, float]]] = {"empty": [], "backlog": []}
+    print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             for kind in ("empty", "backlog"):
@@ -168,6 +169,7 @@ def main() -> None:
                 anyio.run(seed, path, args.tasks if kind == "backlog" else 0, dead_runner_id())
                 rows[kind].append(measure(path))
                 print(kind, json.dumps({k: round(v, 3) for k, v in rows[kind][-1].items()}), flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     print(f"\n{args.tasks} orphans; medians of {args.rounds} rounds; seconds from spawning the server")
     print(f"{'':24}{'empty':>10}{'backlog':>10}{'difference':>12}")
     for figure in ("listen", "first_answer", "settled"):

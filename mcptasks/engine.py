@@ -408,9 +408,9 @@ class TaskEngine:
                 await task_group.start(self._recover_forever)
             await task_group.start(self._listen)
             task_group.start_soon(self._every, self.sweep_interval, self.sweep)
-            if beats is None:
-                task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
-            else:
+            # The loop renews too: if the thread cannot reach the store, the lease still holds.
+            task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
+            if beats is not None:
                 task_group.start_soon(self._tick_forever, beats)
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)

@@ -23,7 +23,7 @@ from mcptasks.engine import WORKER_LOST_MESSAGE
 
 pytestmark = pytest.mark.anyio
 
-APP = Path(__file__).resolve().parent / "heartbeat_app.py"
+APP = Path(__file__).resolve().parent / "robustness_app.py"
 LEASE = "1"
 BOUND = 90.0
 """Upper bound of every wait; never a synchronisation delay."""

@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from helpers import Client, accept, serve, wait_idle
 from private_servers import private_postgres, private_redis
+from processes import clean_env, free_port, serving_http
+from sdk_helpers import RawClient, RawResponse, poll
 
 from mcptasks import Elicit, ProtocolError, Result, StoreRetry, TaskContext, task_tool
 from mcptasks.store.url import store_from_url
 
 pytestmark = pytest.mark.anyio
 
+APP = Path(__file__).resolve().parent / "robustness_app.py"
 OUTAGE = 6.0
 """Seconds the store stays down."""
 BOUND = 60.0
@@ -173,6 +178,47 @@ async def test_a_body_fails_saying_so_when_the_store_stays_down_past_the_budget(
     assert final["error"]["data"]["reason"] == "store_unavailable"
     assert "stayed unreachable" in final["error"]["message"]
     assert "waiting for input" in final["error"]["message"]
+
+
+async def test_over_http_requests_during_an_outage_get_a_clear_error_and_the_task_goes_on(
+    server: Any, tmp_path: Path
+) -> None:
+    """The same through a real `mcptasks serve` process and the Streamable HTTP transport."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    env = clean_env(MCPTASKS_INPUT_POLL="0.2")
+    extra = ("--store", server.url)
+    with serving_http(APP, port=port, log=tmp_path / "server.log", extra=extra, env=env):
+        async with httpx2.AsyncClient(timeout=BOUND) as http:
+            client = RawClient(http, url)
+            created = (await client.call("ask")).result
+            task_id = created["taskId"]
+            await poll(lambda: client.get(task_id), lambda t: t["status"] == "input_required", what="input")
+            (key,) = (await client.get(task_id))["inputRequests"]
+            server.kill()
+            try:
+                with anyio.fail_after(QUICK):
+                    refused = await client.send("tasks/get", {"taskId": task_id})
+                error = refused.message["error"]
+                assert error["code"] == -32603
+                assert "task store is unreachable" in error["message"]
+                assert error["data"]["reason"] == "store_unavailable"
+                await anyio.sleep(OUTAGE)
+            finally:
+                server.start()
+
+            async def answer() -> RawResponse:
+                return await client.send(
+                    "tasks/update", {"taskId": task_id, "inputResponses": {key: accept({"v": 2})}}
+                )
+
+            answered = await poll(answer, lambda r: "result" in r.message, what="the store back")
+            assert answered.message["result"]["resultType"] == "complete"
+            final = await poll(
+                lambda: client.get(task_id), lambda t: t["status"] in ("completed", "failed"), what="the end"
+            )
+    assert final["status"] == "completed", final
+    assert final["result"]["structuredContent"] == {"answer": {"v": 2}}
 
 
 async def _retrying(call: Any) -> Any:
