@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import anyio
@@ -89,57 +88,6 @@ def test_a_reused_pid_is_told_apart_by_its_start_time() -> None:
     assert pid == str(os.getpid())
     assert not gone_from_this_host(ours)
     assert gone_from_this_host(f"{node}-{pid}-{int(started) + 1}-{token}")
-
-
-KILLED_SERVER = textwrap.dedent(
-    """
-    import sys
-
-    import anyio
-
-    from mcptasks import Result, SqliteTaskStore, TaskEngine, task_tool
-
-
-    @task_tool
-    async def parked():
-        await anyio.sleep_forever()
-        yield Result(None)
-
-
-    async def main():
-        async with TaskEngine(SqliteTaskStore(sys.argv[1])) as engine:
-            record = await engine.start(parked, {}, owner="anonymous")
-            print(record.task_id, flush=True)
-            await anyio.sleep_forever()
-
-
-    anyio.run(main)
-    """
-)
-
-
-async def test_a_restarted_server_settles_its_predecessors_tasks_at_once(tmp_path: Path) -> None:
-    """Default lease (15 s): the predecessor's heartbeat is still live, yet its tasks are failed
-    before the new engine has even finished starting, because its process is gone."""
-    db = tmp_path / "t.db"
-    process = await anyio.open_process([sys.executable, "-c", KILLED_SERVER, str(db)])
-    try:
-        assert process.stdout is not None
-        line = b""
-        with anyio.fail_after(60):
-            while not line.endswith(b"\n"):
-                line += await process.stdout.receive(1)
-        task_id = line.decode().strip()
-    finally:
-        process.kill()
-        await process.wait()
-        await process.aclose()
-
-    async with serve(parked, store=SqliteTaskStore(db)) as (engine, protocol):
-        assert engine.lease_ttl == 15.0
-        task = await Client(protocol).get(task_id)
-    assert task["status"] == "failed"
-    assert task["error"]["data"]["reason"] == "worker_lost"
 
 
 class GatedStore(SqliteTaskStore):

@@ -22,7 +22,7 @@ from private_servers import private_postgres, private_redis
 from processes import clean_env, free_port, serving_http
 from sdk_helpers import RawClient, RawResponse, poll
 
-from mcptasks import Elicit, ProtocolError, Result, StoreRetry, TaskContext, task_tool
+from mcptasks import Elicit, ProtocolError, Result, StoreRetry, TaskContext, TaskTool, task_tool
 from mcptasks.store.url import store_from_url
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +58,23 @@ async def ask(ctx: TaskContext):
     await ctx.checkpoint({"asked": True})
     answer = yield Elicit("value?")
     yield Result({"answer": answer.data, "saved": ctx.saved})
+
+
+def finishing_tool(text: str) -> tuple[TaskTool, anyio.Event, anyio.Event]:
+    """A tool that reports "working", waits for `release`, then ends with `text`; `ended` is set
+    once the body is over (its end may not be recorded yet)."""
+    release, ended = anyio.Event(), anyio.Event()
+
+    @task_tool(poll_interval=0.1)
+    async def finisher():
+        yield "working"
+        await release.wait()
+        try:
+            yield Result(text)
+        finally:
+            ended.set()
+
+    return finisher, release, ended
 
 
 async def test_a_task_waiting_for_input_rides_out_an_outage(
@@ -96,18 +113,7 @@ async def test_a_body_finishing_during_an_outage_keeps_its_result(
     server: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mcptasks")
-    release = anyio.Event()
-    ended = anyio.Event()
-
-    @task_tool(poll_interval=0.1)
-    async def finisher():
-        yield "working"
-        await release.wait()
-        try:
-            yield Result("finished while the store was down")
-        finally:
-            ended.set()
-
+    finisher, release, ended = finishing_tool("finished while the store was down")
     async with serve(finisher, store=store_from_url(server.url)) as (engine, protocol):
         client = Client(protocol)
         task_id = await client.start("finisher")
@@ -131,14 +137,7 @@ async def test_an_end_that_outlasts_the_retry_budget_is_written_when_the_store_i
     server: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mcptasks")
-    release = anyio.Event()
-
-    @task_tool(poll_interval=0.1)
-    async def finisher():
-        yield "working"
-        await release.wait()
-        yield Result("kept in memory")
-
+    finisher, release, _ = finishing_tool("kept in memory")
     retry = StoreRetry(budget=0.5, initial=0.1, maximum=0.2)
     async with serve(finisher, store=store_from_url(server.url), store_retry=retry, lease_ttl=2.0) as (
         engine,
