@@ -59,7 +59,7 @@ def store_unavailable_error(exc: BaseException, *, retry_after_ms: int = 1000) -
     """The JSON-RPC error a request gets while the store cannot be reached."""
     return ProtocolError(
         INTERNAL_ERROR,
-        f"The task store is unreachable ({describe(exc)}); the task is not lost, try again shortly.",
+        f"The task store is unreachable ({describe(exc)}); try again shortly.",
         {"reason": STORE_UNAVAILABLE, "retryAfterMs": retry_after_ms},
     )
 
