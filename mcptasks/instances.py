@@ -3,9 +3,10 @@
 An engine's tasks are normally declared lost when its heartbeat lease expires. When a server is
 killed and restarted on the same machine, waiting a lease for that is needless: the new process can
 see that the old one is gone. An id made by `new_instance_id` names the machine (a hash of the host
-name and boot id), the process id and the process start time, so `gone_from_this_host` can tell a
-dead process (no such pid, or the pid now belongs to a newer process) from a live one. Ids of other
-machines, and ids chosen by the user, are never judged: for those the lease decides.
+name, boot id and PID namespace), the process id and the process start time, so
+`gone_from_this_host` can tell a dead process (no such pid, or the pid now belongs to a newer
+process) from a live one. Ids of other machines or PID namespaces (another container), and ids
+chosen by the user, are never judged: for those the lease decides.
 """
 
 from __future__ import annotations
@@ -32,8 +33,15 @@ def _read(path: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def _node() -> str:
+    # Process ids are only comparable within one PID namespace of one boot of one machine:
+    # containers sharing a host name (host networking) still get different nodes.
     boot = _read("/proc/sys/kernel/random/boot_id") or ""
-    return hashlib.sha256(f"{socket.gethostname()}\0{boot.strip()}".encode()).hexdigest()[:12]
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    seed = f"{socket.gethostname()}\0{boot.strip()}\0{namespace}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
 
 
 def _start_time(pid: int) -> int | None:
