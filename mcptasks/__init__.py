@@ -7,11 +7,12 @@ without the `mcp` SDK or the optional database drivers.
 
 from typing import TYPE_CHECKING, Any
 
-from mcptasks.context import BodyChannel, TaskContext
+from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.limits import Limits, TooManyTasks
+from mcptasks.outages import StoreRetry
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
 from mcptasks.threaded import CancelRequested
@@ -87,6 +88,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_CHECKPOINT_BYTES",
     "ANONYMOUS_OWNER",
     "BodyChannel",
     "CancelRequested",
@@ -108,6 +110,7 @@ __all__ = [
     "PollTooFast",
     "PostgresTaskStore",
     "ProtocolError",
+    "StoreRetry",
     "RedisTaskStore",
     "Result",
     "Root",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar, overload
 
@@ -11,6 +12,25 @@ from mcptasks.threaded import CancelRequested
 from mcptasks.yields import Elicit, Elicitation, InputRequest, ListRoots, Root, Sample, SampleResult
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_CHECKPOINT_BYTES = 64 * 1024
+"""The largest checkpoint (as compact JSON) a body may save: it is for job ids and cursors, not data."""
+
+
+def checked_state(state: Any) -> Any:
+    """`state` as a plain JSON value (a copy), or `ValueError` saying why it cannot be saved."""
+    try:
+        text = json.dumps(state, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"a checkpoint must be plain JSON (dict, list, str, number, bool, None): {exc}"
+        ) from None
+    if len(text.encode()) > MAX_CHECKPOINT_BYTES:
+        raise ValueError(
+            f"a checkpoint is at most {MAX_CHECKPOINT_BYTES} bytes of JSON; this one is {len(text.encode())}: "
+            "save an id or a cursor, not the data itself"
+        )
+    return json.loads(text)
 
 
 class BodyChannel(Protocol):
@@ -24,8 +44,15 @@ class BodyChannel(Protocol):
     def attempt(self) -> int:
         """Which run of the task this is: 1, or more after re-runs (`retry_on_crash`)."""
 
+    @property
+    def saved(self) -> Any:
+        """The body's last checkpoint (from this run or an earlier one), or None."""
+
     async def set_status(self, message: str) -> None:
         """Publish `message` as the task's `statusMessage`."""
+
+    async def save(self, state: Any) -> None:
+        """Store `state` (already checked plain JSON) as the task's checkpoint."""
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue `requests` together and return their parsed answers, in order."""
@@ -67,6 +94,22 @@ class TaskContext:
         """Raise `CancelRequested` if the task was cancelled; call it between steps of long work."""
         if self.cancelled:
             raise CancelRequested()
+
+    @property
+    def saved(self) -> Any:
+        """The state last saved with `checkpoint` (by this run, or by an earlier run of the same
+        task that was lost), or None. A re-run (`retry_on_crash`) starts from it."""
+        return self._channel.saved
+
+    async def checkpoint(self, state: Any) -> None:
+        """Save small JSON `state` with the task, durably, before returning.
+
+        If the server running the body dies, the re-run (`retry_on_crash=True`) finds it in
+        `saved`, so it can re-attach to work already started (an external job id, a cursor)
+        instead of starting over. Each call replaces the previous state. `ValueError` when
+        `state` is not plain JSON or is larger than `MAX_CHECKPOINT_BYTES`; nothing is saved then.
+        """
+        await self._channel.save(checked_state(state))
 
     def _rebind(self, channel: BodyChannel) -> None:
         self._channel = channel

@@ -288,6 +288,8 @@ class InlineChannel:
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
+        self.saved: Any = None
+        """Checkpoints of an inline run live as long as the call (there is no task to keep them)."""
 
     @property
     def task_id(self) -> str | None:
@@ -302,6 +304,10 @@ class InlineChannel:
     async def set_status(self, message: str) -> None:
         """Dropped: there is no task to carry a status message (the event loop still gets a turn)."""
         await anyio.lowlevel.checkpoint()
+
+    async def save(self, state: Any) -> None:
+        """Kept for the rest of the call only."""
+        self.saved = state
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Refuse: input needs a task (or a multi-round-trip exchange)."""

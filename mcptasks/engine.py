@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -21,7 +21,10 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.heartbeat import HeartbeatThread
+from mcptasks.instances import gone_from_this_host, new_instance_id
 from mcptasks.limits import Limits, TooManyTasks
+from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
@@ -32,6 +35,7 @@ from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
 PollLimit = Literal["off", "delay", "reject"]
+T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
 
@@ -47,6 +51,10 @@ async def _close_body(body: Any) -> None:
 _HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
 
 
+async def _in_thread(call: Callable[[], object]) -> None:
+    await anyio.to_thread.run_sync(call)
+
+
 def new_task_id() -> str:
     """A fresh task id: 256 random bits from `secrets`, URL-safe (43 characters).
 
@@ -57,6 +65,9 @@ def new_task_id() -> str:
         if not task_id.startswith("-"):
             return task_id
 
+
+RECOVERY_BATCH = 128
+"""How many orphans recovery handles at once (and before an engine starting up returns)."""
 
 MAX_INVALID_ANSWERS = 3
 """How many invalid answers to one question a task accepts before it fails with -32602."""
@@ -87,6 +98,7 @@ class _TaskRun:
         "owner",
         "pending_status",
         "record",
+        "saved",
         "scope",
         "stop_outcome",
         "stopped_at",
@@ -120,6 +132,8 @@ class _TaskRun:
         self.stop_outcome: Outcome | None = None
         self.final: Outcome | None = None
         """The outcome recorded when the body ended."""
+        self.saved: Any = None
+        """The body's checkpoint (loaded from the record when a re-run starts)."""
         self.stopped_at: float | None = None
         """When the body was first asked to stop (for the ignored-cancellation warning)."""
         self.pending_status: str | None = None
@@ -150,8 +164,14 @@ class _TaskRun:
         """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
         return record.runner == self.engine.instance_id and record.attempt == self.attempt
 
-    async def _write(self, change: Callable[[TaskRecord], TaskRecord | None]) -> TaskRecord | None:
-        """Apply a body's change to its record; None when the task ended or is no longer ours."""
+    async def _write(
+        self, change: Callable[[TaskRecord], TaskRecord | None], what: str | None = None
+    ) -> TaskRecord | None:
+        """Apply a body's change to its record; None when the task ended or is no longer ours.
+
+        With `what` (a description for messages), an unreachable store is retried within the
+        engine's `store_retry` budget, then the task fails saying so; without, the error propagates.
+        """
         owned = True
 
         status = self.pending_status
@@ -166,7 +186,13 @@ class _TaskRun:
                 updated = (updated or record).evolve(status_message=status)
             return updated
 
-        written = await self.engine._mutate(self.task_id, guarded, known=self.record)
+        engine = self.engine
+        if what is None:
+            written = await engine._mutate(self.task_id, guarded, known=self.record)
+        else:
+            written = await self._patiently(
+                lambda: engine._mutate(self.task_id, guarded, known=self.record), what
+            )
         if written is None or not owned:
             self.record = None
             return None
@@ -174,6 +200,16 @@ class _TaskRun:
             self.pending_status = None
         self.record = written
         return written
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """`call()` retried while the store is unreachable (`store_retry`), then a task failure."""
+        engine = self.engine
+        try:
+            return await engine.store_retry.run(
+                call, errors=engine.outage_errors, what=f"{what} ({self.task_id})"
+            )
+        except engine.outage_errors as exc:
+            raise gave_up(exc, engine.store_retry, what) from exc
 
     async def _halt(self) -> None:
         # The record is terminal or gone: end the body through cancellation so `finally:` runs.
@@ -225,6 +261,11 @@ class _TaskRun:
             logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
         finally:
             self.flushing = False
+    async def save(self, state: Any) -> None:
+        """Write the body's checkpoint into its record (durable when this returns)."""
+        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
+            await self._halt()
+        self.saved = state
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
@@ -266,7 +307,9 @@ class _TaskRun:
         """Add the requests to the record under fresh, never reused keys; return the keys."""
         keys: dict[int, str] = {}
 
-        def issue(record: TaskRecord) -> TaskRecord:
+        def issue(record: TaskRecord) -> TaskRecord | None:
+            if keys and all(k in record.input_requests or k in record.input_responses for k in keys.values()):
+                return None  # an earlier try landed although its reply was lost (keys are never reused)
             counter = record.input_key_counter
             keys.clear()
             for index, request in requests.items():
@@ -279,7 +322,7 @@ class _TaskRun:
                 status="input_required",
             )
 
-        if await self._write(issue) is None:
+        if await self._write(issue, "asking for input") is None:
             await self._halt()
         return keys
 
@@ -293,7 +336,7 @@ class _TaskRun:
                 wake = anyio.Event()
                 self.waiters.append(wake)
                 try:
-                    record = await store.get(self.task_id)
+                    record = await self._patiently(lambda: store.get(self.task_id), "waiting for input")
                     if record is None or record.terminal or not self.owns(record):
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
@@ -315,7 +358,7 @@ class _TaskRun:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
             return record.evolve(input_responses=left)
 
-        if await self._write(consume) is None:
+        if await self._write(consume, "taking the answers") is None:
             await self._halt()
         return received
 
@@ -345,6 +388,12 @@ class TaskEngine:
       age (a tenth of it) from the tool's interval up to this bound.
     - `limits`: a `Limits` (active tasks, result size, status length and rate, worker threads,
       the blocked-loop watchdog, the grace given to bodies that ignore cancellation).
+    - `heartbeat_thread`: renew the lease from a thread of its own (stores with `twin()`: SQLite
+      files, Redis, PostgreSQL), so a body blocking the event loop does not make peers fail this
+      live instance's tasks; `wedge_limit` (seconds, default 300) bounds how long a blocked loop
+      keeps the lease alive: after it, peers take the tasks over as from a lost worker.
+    - `store_retry`: how long a running task's store calls (waiting for input, checkpoints, its
+      end) are retried while the store is unreachable (`StoreRetry`, default 60 s with backoff).
     """
 
     def __init__(
@@ -364,6 +413,9 @@ class TaskEngine:
         adaptive_poll_max: float | None = None,
         recover_orphans: bool = True,
         limits: Limits | None = None,
+        store_retry: StoreRetry | None = None,
+        heartbeat_thread: bool = True,
+        wedge_limit: float = 300.0,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -371,10 +423,12 @@ class TaskEngine:
             raise ValueError("poll_tolerance must be in (0, 1]")
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
+        if not wedge_limit >= 5.0:
+            raise ValueError("wedge_limit must be at least 5 seconds")
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError("max_concurrent must be a positive integer or None")
         self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
-        self.instance_id = instance_id or secrets.token_hex(8)
+        self.instance_id = instance_id or new_instance_id()
         self.run_tasks = run_tasks
         self.lease_ttl = lease_ttl
         self.max_concurrent = max_concurrent
@@ -386,6 +440,11 @@ class TaskEngine:
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
         self.limits = limits if limits is not None else Limits()
+        self.store_retry = store_retry if store_retry is not None else StoreRetry()
+        self.heartbeat_thread = heartbeat_thread
+        self.wedge_limit = wedge_limit
+        self._unsettled: dict[str, tuple[_TaskRun, Outcome]] = {}
+        """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -402,6 +461,11 @@ class TaskEngine:
         self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
+
+    @property
+    def outage_errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
+        return outage_errors(self.store)
 
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
@@ -423,27 +487,33 @@ class TaskEngine:
             await self.store.open()
             stack.push_async_callback(self.store.close)
             await self.store.heartbeat(self.instance_id, self.lease_ttl)
-            if self.recover_orphans:
-                await self.recover()
             self._closing = False
             self._limiter = anyio.CapacityLimiter(self.limits.threads)
+            beats = self._heartbeat_thread()
+            if beats is not None:
+                beats.start()
+                stack.push_async_callback(_in_thread, beats.stop)
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
             stack.push_async_callback(self._stop_runs)
+            self._task_group = task_group
             if self.limits.blocking_threshold is not None:
                 task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
             task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
+            if self.recover_orphans:  # a large backlog goes on in the background
+                await task_group.start(self._recover_forever)
             await task_group.start(self._listen)
             task_group.start_soon(self._every, self.sweep_interval, self.sweep)
+            # The loop renews too: if the thread cannot reach the store, the lease still holds.
             task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
-            if self.recover_orphans:
-                task_group.start_soon(self._every, self.lease_ttl / 2, self.recover)
+            if beats is not None:
+                task_group.start_soon(self._tick_forever, beats)
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
+            self._task_group = None
             await stack.aclose()
             raise
-        self._task_group = task_group
         self._exit_stack = stack
         return self
 
@@ -504,31 +574,54 @@ class TaskEngine:
     async def _heartbeat(self) -> None:
         await self.store.heartbeat(self.instance_id, self.lease_ttl)
 
-    async def recover(self) -> int:
+    def _heartbeat_thread(self) -> HeartbeatThread | None:
+        """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
+        make = getattr(self.store, "twin", None)
+        if not self.heartbeat_thread or not callable(make) or make() is None:
+            return None
+        return HeartbeatThread(make, self.instance_id, self.lease_ttl, self.wedge_limit)
+
+    @staticmethod
+    async def _tick_forever(beats: HeartbeatThread) -> None:
+        """Show the heartbeat thread that this event loop still runs."""
+        while True:
+            beats.tick()
+            await anyio.sleep(1.0)
+
+    async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
 
-        A task whose runner has no live heartbeat is failed with a "worker lost" error, or put
-        back in the queue when its tool has `retry_on_crash` and attempts are left. Bodies running
-        here whose record became terminal or vanished (a missed notification) are stopped.
+        A task whose runner has no live heartbeat, or whose runner was a process on this machine
+        that no longer exists (a server killed and restarted), is failed with a "worker lost"
+        error, or put back in the queue when its tool has `retry_on_crash` and attempts are left.
+        Orphans are handled `RECOVERY_BATCH` at a time; `first_batch_done` is called after the
+        first batch, so a caller can serve while a large backlog is still being recovered. Bodies
+        running here whose record became terminal or vanished (a missed notification) are stopped.
         """
+        await self._write_unsettled()
         running_before = dict(self._runs)
         claiming = self._claiming
-        live = await self.store.live_runners()
-        active: dict[str, TaskRecord] = {}
-        count = 0
-        for record in await self.store.list_active():
-            active[record.task_id] = record
-            if record.runner is None or record.task_id in self._runs:
-                continue
+        live = {runner for runner in await self.store.live_runners() if not gone_from_this_host(runner)}
+        records = await self.store.list_active()
+        active = {record.task_id: record for record in records}
+
+        def abandoned(record: TaskRecord) -> bool:
+            if record.runner is None or record.task_id in self._runs or record.task_id in self._unsettled:
+                return False
             if record.runner == self.instance_id:
                 # Ours but not running here: left by an earlier life of this instance id, unless
                 # a claim is registering it right now.
-                if claiming or self._claiming:
-                    continue
-            elif record.runner in live:
-                continue
-            if await self._orphaned(record):
-                count += 1
+                return not (claiming or self._claiming)
+            return record.runner not in live
+
+        orphans = [record for record in records if abandoned(record)]
+        count = 0
+        for first in range(0, len(orphans), RECOVERY_BATCH):
+            batch = [record for record in orphans[first : first + RECOVERY_BATCH] if abandoned(record)]
+            count += await self._orphan_batch(batch)
+            if first_batch_done is not None:
+                first_batch_done()
+                first_batch_done = None
         for task_id, run in running_before.items():
             if self._runs.get(task_id) is not run:
                 continue
@@ -537,7 +630,43 @@ class TaskEngine:
                 current = await self.store.get(task_id)
             if current is None or current.terminal or not run.owns(current):
                 run.stop()
+        if count:
+            logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         return count
+
+    async def _orphan_batch(self, records: Sequence[TaskRecord]) -> int:
+        """`_orphaned` for each record, concurrently (stores batch concurrent writes); the count."""
+        done = 0
+
+        async def one(record: TaskRecord) -> None:
+            nonlocal done
+            try:
+                if await self._orphaned(record):
+                    done += 1
+            except Exception:
+                logger.warning("could not recover task %s; will retry", record.task_id, exc_info=True)
+
+        async with anyio.create_task_group() as group:
+            for record in records:
+                group.start_soon(one, record)
+        return done
+
+    async def _recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Recover at once (returning to the starter after the first batch), then every lease/2."""
+        announced = False
+
+        def first_batch_done() -> None:
+            nonlocal announced
+            if not announced:
+                announced = True
+                task_status.started()
+
+        try:
+            await self.recover(first_batch_done=first_batch_done)
+        except Exception:
+            logger.warning("mcptasks orphan recovery failed; will retry", exc_info=True)
+        first_batch_done()
+        await self._every(self.lease_ttl / 2, self.recover)
 
     async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
         """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
@@ -711,6 +840,7 @@ class TaskEngine:
                     )
                 )
                 run.record = record
+                run.saved = record.checkpoint
         finally:
             self._claiming -= 1
         for record in claimed:
@@ -754,7 +884,10 @@ class TaskEngine:
                     body, pending = tool.open_body(args, context, self._limiter), None
                 else:
                     body, context, pending = prepared
+                    carried = context.saved  # saved during the input rounds before the task
                     context._rebind(run)
+                    if carried is not None:
+                        await run.save(carried)
                 outcome = await run_body(
                     body, run, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
                 )
@@ -773,35 +906,68 @@ class TaskEngine:
         except BaseException:
             # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
             with anyio.CancelScope(shield=True):
-                await self._settle(run, outcome)
+                await self._settle(run, outcome, patient=False)
             raise
         await self._settle(run, outcome)
 
-    async def _settle(self, run: _TaskRun, outcome: Outcome | None) -> None:
-        """Record how a run ended and forget it (outcome None: the engine is shutting down)."""
+    async def _settle(self, run: _TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
+        """Record how a run ended and forget it (outcome None: the engine is shutting down).
+
+        While the store is unreachable the end is retried (`store_retry`, when `patient`); if it
+        stays unreachable, the outcome is kept and written by the reaper once the store answers.
+        """
         try:
             if outcome is None:  # release the task (retry_on_crash) or fail it
                 record = await self.store.get(run.task_id)
                 if record is not None and run.owns(record):
                     await self._orphaned(record, shutdown=True)
-            elif (
-                await self._finish(
-                    run.task_id,
-                    outcome,
-                    only_runner=self.instance_id,
-                    only_attempt=run.attempt,
-                    known=run.record,
-                    status_message=run.pending_status,
-                )
-                is not None
-            ):
-                run.final = outcome
+            else:
+
+                async def finish() -> TaskRecord | None:
+                    return await self._finish(
+                        run.task_id,
+                        outcome,
+                        only_runner=self.instance_id,
+                        only_attempt=run.attempt,
+                        known=run.record,
+                        status_message=run.pending_status,
+                    )
+
+                if patient:
+                    written = await self.store_retry.run(
+                        finish, errors=self.outage_errors, what=f"recording the end of task {run.task_id}"
+                    )
+                else:
+                    written = await finish()
+                if written is not None:
+                    run.final = outcome
+        except self.outage_errors as exc:
+            kept = outcome is not None and patient  # not at shutdown: nothing would write it
+            if kept:
+                self._unsettled[run.task_id] = (run, outcome)  # type: ignore[assignment]
+            logger.error(
+                "could not record the end of task %s: the task store is unreachable (%s); %s",
+                run.task_id,
+                describe(exc),
+                "it is kept and written once the store answers" if kept else "it stays active",
+            )
         except Exception:
             # The store failed the final write: the task stays active and, once this instance
             # is gone or restarted, the reaper fails (or re-runs) it.
             logger.exception("could not record the end of task %s", run.task_id)
         finally:
             self._drop_run(run.task_id)
+
+    async def _write_unsettled(self) -> None:
+        """Record the ends kept while the store was unreachable (raises while it still is)."""
+        for task_id, (run, outcome) in list(self._unsettled.items()):
+            written = await self._finish(
+                task_id, outcome, only_runner=self.instance_id, only_attempt=run.attempt
+            )
+            del self._unsettled[task_id]
+            if written is not None:
+                run.final = outcome
+                logger.info("recorded the end of task %s after the task store came back", task_id)
 
     @staticmethod
     def _ttl_outcome(tool: TaskTool) -> Outcome:

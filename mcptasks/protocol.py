@@ -27,6 +27,7 @@ from mcptasks.fallback import (
     started_result,
 )
 from mcptasks.mrtr import METHOD_CAPABILITY, InputNeeded, SyncRounds, advance_to_task
+from mcptasks.outages import reported_as_unavailable
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord
@@ -252,7 +253,8 @@ class TasksProtocol:
         self, name: str, arguments: Mapping[str, Any] | None, *, owner: str = ANONYMOUS_OWNER
     ) -> dict[str, Any]:
         """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
-        result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
+        with reported_as_unavailable(self.engine.outage_errors):
+            result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
         return {"resultType": "complete", **result}
 
     async def call_tool(
@@ -315,27 +317,29 @@ class TasksProtocol:
                     raise ProtocolError(
                         int(error["code"]), str(error["message"]), error.get("data")
                     ) from None
-            record = await self.engine.start(
-                tool,
-                arguments,
-                owner=owner,
-                validated=validated,
-                prepared=prepared,
-                idempotency_key=idempotency_key(request_meta),
-            )
+            with reported_as_unavailable(self.engine.outage_errors):
+                record = await self.engine.start(
+                    tool,
+                    arguments,
+                    owner=owner,
+                    validated=validated,
+                    prepared=prepared,
+                    idempotency_key=idempotency_key(request_meta),
+                )
             if self.immediate_results and prepared is None:
                 early = await self.engine.settled(record.task_id)
                 if early is not None and early.result is not None:
                     return {"resultType": "complete", **early.result}
             return create_task_result(record, self.engine.poll_interval_ms(record))
         if mode == "tools":
-            record = await self.engine.start(
-                tool,
-                arguments,
-                owner=owner,
-                validated=validated,
-                idempotency_key=idempotency_key(request_meta),
-            )
+            with reported_as_unavailable(self.engine.outage_errors):
+                record = await self.engine.start(
+                    tool,
+                    arguments,
+                    owner=owner,
+                    validated=validated,
+                    idempotency_key=idempotency_key(request_meta),
+                )
             return {"resultType": "complete", **started_result(record, self.engine.poll_interval_ms(record))}
         if not tasks_allowed:
             outcome = await self.engine.run_inline(tool, validated, owner=owner)
@@ -408,14 +412,17 @@ class TasksProtocol:
         if method == "tasks/get":
             get = _parse(GetTaskParams, method, params)
             check_routing_headers(method, get.task_id, headers)
-            record = await self.engine.get(get.task_id, owner=owner, throttle=True)
+            with reported_as_unavailable(self.engine.outage_errors):
+                record = await self.engine.get(get.task_id, owner=owner, throttle=True)
             return detailed_task(record, self.engine.poll_interval_ms(record))
         if method == "tasks/update":
             update = _parse(UpdateTaskParams, method, params)
             check_routing_headers(method, update.task_id, headers)
-            await self.engine.update(update.task_id, update.input_responses, owner=owner)
+            with reported_as_unavailable(self.engine.outage_errors):
+                await self.engine.update(update.task_id, update.input_responses, owner=owner)
             return {"resultType": "complete"}
         cancel = _parse(CancelTaskParams, method, params)
         check_routing_headers(method, cancel.task_id, headers)
-        await self.engine.cancel(cancel.task_id, owner=owner)
+        with reported_as_unavailable(self.engine.outage_errors):
+            await self.engine.cancel(cancel.task_id, owner=owner)
         return {"resultType": "complete"}

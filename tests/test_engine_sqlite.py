@@ -227,7 +227,7 @@ CRASHING_SERVER = textwrap.dedent(
 
 
     async def main():
-        async with TaskEngine(SqliteTaskStore(sys.argv[1]), lease_ttl=1.0) as engine:
+        async with TaskEngine(SqliteTaskStore(sys.argv[1]), lease_ttl=float(sys.argv[2])) as engine:
             record = await engine.start(parked, {}, owner="anonymous")
             print(record.task_id, flush=True)
             await anyio.sleep_forever()
@@ -238,19 +238,24 @@ CRASHING_SERVER = textwrap.dedent(
 )
 
 
-async def test_task_of_a_killed_process_is_failed_by_the_next_engine(db: Path) -> None:
-    process = await anyio.open_process([sys.executable, "-c", CRASHING_SERVER, str(db)])
+async def task_of_a_killed_process(db: Path, lease_ttl: float) -> str:
+    """Start an engine in a child process, let it start a task, kill it; return the task id."""
+    process = await anyio.open_process([sys.executable, "-c", CRASHING_SERVER, str(db), str(lease_ttl)])
     try:
         assert process.stdout is not None
         line = b""
         with anyio.fail_after(60):
             while not line.endswith(b"\n"):
                 line += await process.stdout.receive(1)
-        task_id = line.decode().strip()
+        return line.decode().strip()
     finally:
         process.kill()
         await process.wait()
         await process.aclose()
+
+
+async def test_task_of_a_killed_process_is_failed_by_the_next_engine(db: Path) -> None:
+    task_id = await task_of_a_killed_process(db, 1.0)
 
     record = await read_record(db, task_id)
     assert record is not None and record.status == "working"  # the dead process left it so
@@ -276,3 +281,14 @@ async def test_text_result_round_trips_through_the_file(db: Path) -> None:
         task = await Client(protocol).get(task_id)
     assert task["statusMessage"] == "héllo — 世界"
     assert text_of(task["result"]) == '🎉 done\n\t"quoted"'
+
+
+async def test_a_restarted_server_settles_its_predecessors_tasks_at_once(db: Path) -> None:
+    """Default lease (15 s): the killed engine's lease is still live, yet its task is failed
+    before the next engine on this machine has finished starting, because its process is gone."""
+    task_id = await task_of_a_killed_process(db, 15.0)
+    async with serve(*TOOLS, store=SqliteTaskStore(db)) as (engine, protocol):
+        assert engine.lease_ttl == 15.0
+        task = await Client(protocol).get(task_id)
+    assert task["status"] == "failed"
+    assert task["error"]["data"]["reason"] == "worker_lost"

@@ -305,6 +305,12 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
             3,
         )
         assert await store.claim("w", 10) == []  # it has a runner, so it is not queued
+        # Fields added later (checkpoint) live in the JSON body: older rows read with the default.
+        assert record.checkpoint is None
+        saved = record.evolve(checkpoint={"job": "j"})
+        assert await store.replace(saved, expected_version=3)
+        again = await store.get("t1")
+        assert again is not None and again.checkpoint == {"job": "j"}
     finally:
         await store.close()
     assert _pragma(path, "user_version") == SCHEMA_VERSION

@@ -47,6 +47,8 @@ class TaskRecord:
     """How many times the body has been started (re-runs after a lost worker raise it)."""
     idempotency_key: str | None = None
     """Client-chosen key: a second create with the same (owner, key) returns the first task."""
+    checkpoint: Any = None
+    """JSON state the body saved with `ctx.checkpoint(...)`; a re-run starts with it (`ctx.saved`)."""
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -146,6 +148,11 @@ class TaskStore(Protocol):
     - `heartbeat`/`live_runners` tell which engine instances are alive, so the tasks of a dead one
       can be failed (or re-run) by the survivors.
     - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
+
+    Optional members the engine uses when present: `outage_errors`, a tuple of the exception
+    types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
+    out; and `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    heartbeat thread on its own event loop.
     """
 
     durable: bool

@@ -269,6 +269,14 @@ class PostgresTaskStore:
     """
 
     durable: bool = True
+    outage_errors: tuple[type[BaseException], ...] = (
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.OperatorInterventionError,  # the server shuts down or restarts
+        OSError,
+        TimeoutError,
+    )
+    """Exceptions that mean PostgreSQL is unreachable: the engine rides them out (`StoreRetry`)."""
 
     def __init__(
         self,
@@ -303,6 +311,13 @@ class PostgresTaskStore:
         self._listen_conn: _Connection | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
         self._sql = self._statements(f'"{self._schema}"')
+
+    def twin(self) -> PostgresTaskStore:
+        """A new, unopened store on the same database and schema, with a pool of one connection
+        (for another thread's event loop)."""
+        return PostgresTaskStore(
+            self._dsn, schema=self._schema, min_size=0, max_size=1, connect_timeout=self._connect_timeout
+        )
 
     @property
     def schema(self) -> str:

@@ -417,6 +417,13 @@ class RedisTaskStore:
     """
 
     durable: bool = True
+    outage_errors: tuple[type[BaseException], ...] = (
+        RedisConnectionError,
+        RedisTimeoutError,
+        OSError,
+        TimeoutError,
+    )
+    """Exceptions that mean Redis is unreachable: the engine rides them out (`StoreRetry`)."""
 
     def __init__(self, url: str, *, prefix: str | None = None, client: aioredis.Redis | None = None) -> None:
         url, url_prefix = _split_prefix(url)
@@ -449,6 +456,11 @@ class RedisTaskStore:
     def url(self) -> str:
         """The URL as given (it may hold a password: log `redact_url(store.url)` instead)."""
         return self._url
+
+    def twin(self) -> RedisTaskStore | None:
+        """A new, unopened store on the same database and prefix (for another thread's event
+        loop); None when this store was given a client (its settings cannot be copied)."""
+        return None if self._given_client is not None else RedisTaskStore(self._url, prefix=self._prefix)
 
     @property
     def prefix(self) -> str:

@@ -231,6 +231,10 @@ class SqliteTaskStore:
     def __repr__(self) -> str:
         return f"SqliteTaskStore({self._path!r}, {self._state})"
 
+    def twin(self) -> SqliteTaskStore | None:
+        """A new, unopened store on the same file (for another thread); None for `:memory:`."""
+        return None if self._memory else SqliteTaskStore(self._path)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def open(self) -> None:

@@ -588,3 +588,40 @@ class StoreContract:
             assert await reopened.delete_expired(time.time()) == 1
         finally:
             await reopened.close()
+
+    # -- checkpoints: state a body saves for its re-runs -------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_checkpoint_round_trips_through_replace_list_and_claim(self, store: TaskStore) -> None:
+        state = {"job": "job-" + UNICODE, "offset": 2**53 + 1, "ratio": 0.1, "seen": [1, None, {"a": []}]}
+        record = await store.create(_record(runner="engine-lost"))
+        assert (await store.get(record.task_id)) == record and record.checkpoint is None
+        saved = record.evolve(checkpoint=state)
+        assert await store.replace(saved, expected_version=0)
+        stored = await store.get(record.task_id)
+        assert stored is not None and stored.checkpoint == state
+        listed = {r.task_id: r for r in await store.list_active()}[record.task_id]
+        assert listed.checkpoint == state
+        # A re-queued record (runner cleared for a re-run) is claimed with its checkpoint.
+        assert await store.replace(saved.evolve(runner=None, attempt=2), expected_version=1)
+        (claimed,) = await store.claim("engine-next", 1)
+        assert claimed.task_id == record.task_id and claimed.checkpoint == state and claimed.attempt == 2
+        replaced = claimed.evolve(checkpoint=["second", 2])
+        assert await store.replace(replaced, expected_version=claimed.version)
+        again = await store.get(record.task_id)
+        assert again is not None and again.checkpoint == ["second", 2]
+
+    @pytest.mark.anyio
+    async def test_checkpoint_survives_a_restart(self, store: TaskStore) -> None:
+        self._require_durable()
+        record = await store.create(_record(runner="engine-before-restart"))
+        saved = record.evolve(checkpoint={"job": "j-1", "step": 3})
+        assert await store.replace(saved, expected_version=0)
+        await store.close()
+        reopened = await self.reopen(store)
+        try:
+            stored = await reopened.get(record.task_id)
+            assert stored is not None and stored.checkpoint == {"job": "j-1", "step": 3}
+            assert stored == saved
+        finally:
+            await reopened.close()

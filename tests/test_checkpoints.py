@@ -1,0 +1,143 @@
+"""Checkpoints: a body saves small JSON state with its task; a re-run after a lost worker starts with it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers import Client, accept, serve
+
+from mcptasks import (
+    ANONYMOUS_OWNER,
+    MAX_CHECKPOINT_BYTES,
+    Elicit,
+    MemoryTaskStore,
+    Result,
+    SqliteTaskStore,
+    TaskContext,
+    TaskRecord,
+    task_tool,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@task_tool
+async def saves_then_asks(ctx: TaskContext):
+    before = ctx.saved
+    await ctx.checkpoint({"job": "j-7", "tuple": (1, 2)})
+    answer = yield Elicit("go on?")
+    yield Result({"before": before, "after": ctx.saved, "answer": answer.data})
+
+
+async def test_checkpoint_is_stored_with_the_task_and_not_shown_to_clients() -> None:
+    store = MemoryTaskStore()
+    async with serve(saves_then_asks, store=store) as (_, protocol):
+        client = Client(protocol)
+        task_id = await client.start("saves_then_asks")
+        await client.input(task_id, count=1)
+        record = await store.get(task_id)
+        assert record is not None and record.checkpoint == {"job": "j-7", "tuple": [1, 2]}
+        task = await client.get(task_id)
+        assert "checkpoint" not in str(task) and "j-7" not in str(task)
+        await client.answer_only(task_id, accept({}))
+        final = await client.finish(task_id)
+    assert final["result"]["structuredContent"] == {
+        "before": None,
+        "after": {"job": "j-7", "tuple": [1, 2]},
+        "answer": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "problem"),
+    [
+        (object(), "plain JSON"),
+        ({"x": math.nan}, "plain JSON"),
+        ({1j: 1}, "plain JSON"),
+        ("x" * (MAX_CHECKPOINT_BYTES + 1), f"at most {MAX_CHECKPOINT_BYTES} bytes"),
+    ],
+)
+async def test_a_bad_checkpoint_is_refused_and_the_last_good_one_kept(state: Any, problem: str) -> None:
+    @task_tool
+    async def saver(ctx: TaskContext):
+        await ctx.checkpoint({"good": 1})
+        try:
+            await ctx.checkpoint(state)
+        except ValueError as exc:
+            yield Result({"error": str(exc), "saved": ctx.saved})
+
+    store = MemoryTaskStore()
+    async with serve(saver, store=store) as (_, protocol):
+        client = Client(protocol)
+        task_id = await client.start("saver")
+        final = await client.finish(task_id)
+        record = await store.get(task_id)
+    assert problem in final["result"]["structuredContent"]["error"]
+    assert final["result"]["structuredContent"]["saved"] == {"good": 1}
+    assert record is not None and record.checkpoint == {"good": 1}
+
+
+async def test_the_saved_state_is_a_copy() -> None:
+    @task_tool
+    async def mutator(ctx: TaskContext):
+        state: dict[str, Any] = {"items": [1]}
+        await ctx.checkpoint(state)
+        state["items"].append(2)
+        yield Result({"saved": ctx.saved})
+
+    async with serve(mutator) as (_, protocol):
+        client = Client(protocol)
+        final = await client.finish(await client.start("mutator"))
+    assert final["result"]["structuredContent"] == {"saved": {"items": [1]}}
+
+
+async def test_inline_run_keeps_checkpoints_for_the_call() -> None:
+    @task_tool
+    async def inline(ctx: TaskContext):
+        await ctx.checkpoint(["a"])
+        yield Result({"saved": ctx.saved, "task": ctx.task_id})
+
+    async with serve(inline) as (_, protocol):
+        result = await protocol.call_tool("inline", {}, meta=None, owner=ANONYMOUS_OWNER)
+    assert result["structuredContent"] == {"saved": ["a"], "task": None}
+
+
+async def test_a_rerun_after_a_lost_worker_starts_from_the_checkpoint(tmp_path: Path) -> None:
+    """The record a dead server left (runner gone, checkpoint saved) is re-run with that state."""
+    db = tmp_path / "t.db"
+    runs: list[tuple[int, Any]] = []
+
+    @task_tool(retry_on_crash=True, max_attempts=3)
+    async def resumable(ctx: TaskContext):
+        runs.append((ctx.attempt, ctx.saved))
+        job = (ctx.saved or {}).get("job") or f"started-by-attempt-{ctx.attempt}"
+        await ctx.checkpoint({"job": job})
+        yield Result({"job": job, "attempt": ctx.attempt})
+
+    left = TaskRecord(
+        task_id="left-behind",
+        owner=ANONYMOUS_OWNER,
+        tool="resumable",
+        status="working",
+        ttl_ms=3_600_000,
+        runner="engine-that-died",
+        checkpoint={"job": "job-42"},
+    )
+    store = SqliteTaskStore(db)
+    await store.open()
+    try:
+        await store.create(left)
+    finally:
+        await store.close()
+
+    async with serve(resumable, store=SqliteTaskStore(db)) as (_, protocol):
+        client = Client(protocol)
+        with anyio.fail_after(30):
+            final = await client.finish("left-behind")
+    assert final["status"] == "completed"
+    assert final["result"]["structuredContent"] == {"job": "job-42", "attempt": 2}
+    assert runs == [(2, {"job": "job-42"})]
