@@ -261,6 +261,7 @@ class _TaskRun:
             logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
         finally:
             self.flushing = False
+
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""
         if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
