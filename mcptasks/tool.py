@@ -279,7 +279,11 @@ def task_tool(**options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any
 def task_tool(
     fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]
 ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
-    """Declare a task tool: `@task_tool` bare or `@task_tool(...)` with `TaskToolOptions`."""
+    """Declare a task tool: `@task_tool` bare or `@task_tool(...)` with `TaskToolOptions`.
+
+    The function is an `async def` generator or coroutine, or a `def` generator or function (a
+    `def` body runs in worker threads, bounded by `Limits.threads`).
+    """
 
     def decorate(function: Callable[..., Any]) -> TaskTool:
         return _build(function, **options)
