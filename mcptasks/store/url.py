@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from mcptasks.store.base import TaskStore
 
@@ -14,6 +14,49 @@ SUPPORTED_SCHEMES = (
     "redis://host:port/db",
     "postgresql://user@host:port/database",
 )
+
+
+class MissingExtra(ImportError):
+    """A store backend's client library is not installed; the message names the pip command."""
+
+    def __init__(self, backend: str, package: str, extra: str) -> None:
+        super().__init__(
+            f"the {backend} store needs the {package!r} package, which is not installed: "
+            f"pip install 'mcptasks[{extra}]'",
+            name=package,
+        )
+        self.extra = extra
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***` (for messages, logs and reprs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port is not None else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def describe_store(store: TaskStore) -> str:
+    """A URL-like name for `store` without any password (the class name for custom stores)."""
+    from mcptasks.store.memory import MemoryTaskStore
+    from mcptasks.store.sqlite import SqliteTaskStore
+
+    if isinstance(store, MemoryTaskStore):
+        return "memory://"
+    if isinstance(store, SqliteTaskStore):
+        return f"sqlite:///{store.path}"
+    url = getattr(store, "url", None)
+    if isinstance(url, str) and "://" in url:
+        return redact_url(url)
+    return type(store).__name__
 
 
 def store_from_url(url: str) -> TaskStore:
