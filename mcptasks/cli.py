@@ -8,12 +8,17 @@ import importlib.util
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from mcptasks import __version__
+from mcptasks.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
+from mcptasks.startup import Startup, ToolLine
+from mcptasks.stdio_stop import serve_stdio
+from mcptasks.store.url import MissingExtra
 
 STORE_ENV = "MCPTASKS_STORE"
 
@@ -46,11 +51,15 @@ def load_target(target: str) -> Any:
         sys.path.insert(0, str(path.resolve().parent))
         try:
             spec.loader.exec_module(module)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
         except Exception as exc:
             raise CliError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from exc
     else:
         try:
             module = importlib.import_module(location)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
         except ImportError as exc:
             raise CliError(f"cannot import module {location!r}: {exc}") from exc
     try:
@@ -71,19 +80,26 @@ def _check_port(host: str, port: int) -> None:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def _store(store: str | None) -> Any:
-    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+def _store_hint(exc: BaseException) -> str:
+    """What to do about a store that failed to open."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.DatabaseError):
+        if "readonly" in text or "unable to open" in text or "read-only" in text:
+            return "make the file and its directory writable by this user, or choose another path"
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return (
+                "the file is not an mcptasks SQLite store or is damaged: choose another path or move it away"
+            )
+    if isinstance(exc, FileNotFoundError):
+        return "create the directory first, or choose another path"
+    if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
+        return "check that the server is running and that the URL's host, port and credentials are right"
+    return "check the store URL"
+
+
+def _check_store(store_object: Any, shown: str) -> None:
+    """Open and close `store_object` once, so an unusable store is one error line, not a traceback."""
     import anyio
-
-    from mcptasks.store.url import store_from_url
-
-    store_url = store or os.environ.get(STORE_ENV)
-    if not store_url:
-        return None
-    try:
-        store_object = store_from_url(store_url)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
     async def probe() -> None:
         await store_object.open()
@@ -91,25 +107,90 @@ def _store(store: str | None) -> Any:
 
     try:
         anyio.run(probe)
+    except MissingExtra as exc:
+        raise CliError(str(exc)) from None
     except Exception as exc:
-        raise CliError(f"cannot open the task store {store_url!r}: {exc}") from None
+        leaf: BaseException = exc
+        while getattr(leaf, "exceptions", None):
+            leaf = leaf.exceptions[0]  # type: ignore[attr-defined]
+        text = str(leaf).rstrip(". ") or type(leaf).__name__
+        raise CliError(f"cannot open the task store {shown}: {text}; {_store_hint(leaf)}") from None
+
+
+def _store(store: str | None) -> Any:
+    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+    from mcptasks.store.url import redact_url, store_from_url
+
+    store_url = store or os.environ.get(STORE_ENV)
+    if not store_url:
+        return None
+    try:
+        store_object = store_from_url(store_url)
+    except (ValueError, MissingExtra) as exc:
+        raise CliError(str(exc)) from None
+    _check_store(store_object, redact_url(store_url))
     return store_object
+
+
+def _extension_of(server: Any) -> Any:
+    """The `TasksExtension` of a TaskServer or MCPServer (None when an MCPServer has none)."""
+    from mcptasks.ext import extension_of
+    from mcptasks.server import TaskServer
+
+    return server.extension if isinstance(server, TaskServer) else extension_of(server)
 
 
 def _extension(server: Any, target: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
-    from mcptasks.ext import extension_of
     from mcptasks.server import TaskServer
 
-    if isinstance(server, TaskServer):
-        return server.extension
-    if isinstance(server, MCPServer):
-        extension = extension_of(server)
-        if extension is None:
-            raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
-        return extension
-    raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    if not isinstance(server, (TaskServer, MCPServer)):
+        raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    extension = _extension_of(server)
+    if extension is None:
+        raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+    return extension
+
+
+def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_format: str) -> Startup:
+    """What the start-up block shows for this server."""
+    import anyio
+
+    from mcptasks.store.url import describe_store
+
+    startup = Startup(server=str(mcp.name), url=url, log_level=log_level, log_format=log_format)
+    task_tools = extension.task_tools if extension is not None else {}
+    if extension is not None:
+        startup.store = describe_store(extension.engine.store)
+        startup.runs_tasks = extension.engine.run_tasks
+        startup.fallback = extension.protocol.fallback
+    for listed in anyio.run(mcp.list_tools):
+        tool = task_tools.get(listed.name)
+        if tool is None:
+            startup.tools.append(ToolLine(listed.name))
+        else:
+            own = tool.fallback if tool.fallback not in (None, startup.fallback) else None
+            startup.tools.append(ToolLine(listed.name, tool.task_support, own))
+    return startup
+
+
+def _serve_http(mcp: Any, host: str, port: int, path: str, log_level: str) -> None:
+    """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
+    import anyio
+    import uvicorn
+
+    app = mcp.streamable_http_app(streamable_http_path=path, host=host)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        log_level="debug" if log_level == "debug" else "warning",
+        access_log=log_level == "debug",
+    )
+    anyio.run(uvicorn.Server(config).serve)
 
 
 def serve(
@@ -122,11 +203,15 @@ def serve(
     store: str | None,
     enqueue_only: bool = False,
     lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
 ) -> None:
-    """Load TARGET and serve it until interrupted."""
+    """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
+    import anyio
     from mcp.server.mcpserver import MCPServer
 
     from mcptasks.server import TaskServer
+    from mcptasks.store.url import describe_store
 
     server = load_target(target)
     if not isinstance(server, (TaskServer, MCPServer)):
@@ -140,17 +225,30 @@ def serve(
             extension.engine.run_tasks = False
         if lease_ttl is not None:
             extension.engine.lease_ttl = lease_ttl
+    extension = _extension_of(server)
+    if store_object is None and extension is not None:  # the store the file configured
+        _check_store(extension.engine.store, describe_store(extension.engine.store))
     if transport == "http":
         _check_port(host, port)
-    if isinstance(server, TaskServer):
-        server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
-    elif transport == "http":
-        server.run("streamable-http", host=host, port=port, streamable_http_path=path)
-    else:
-        server.run("stdio")
+    mcp = server.mcp if isinstance(server, TaskServer) else server
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
+    configure_logging(log_level, log_format)
+    _startup(mcp, extension, url, log_level, log_format).print(sys.stderr)
+    if transport == "http":
+        _serve_http(mcp, host, port, path, log_level)
+    elif anyio.run(serve_stdio, mcp.run_stdio_async):
+        raise KeyboardInterrupt
 
 
-def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: float | None = None) -> None:
+def work(
+    target: str,
+    *,
+    store: str | None,
+    concurrency: int | None,
+    lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
+) -> None:
     """Load TARGET and run its queued tasks from the shared store until interrupted."""
     import anyio
 
@@ -168,6 +266,7 @@ def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: 
     engine.max_concurrent = concurrency
     if lease_ttl is not None:
         engine.lease_ttl = lease_ttl
+    configure_logging(log_level, log_format)
 
     async def run() -> None:
         async with engine:
@@ -218,6 +317,18 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
         )
+        command.add_argument(
+            "--log-level",
+            choices=LOG_LEVELS,
+            default="info",
+            help="level of mcptasks' log records on stderr (default info: one line per task transition)",
+        )
+        command.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default="text",
+            help="text lines, or one JSON object per line for log collectors (default text)",
+        )
     from mcptasks import call_cli
 
     call_cli.register(commands)
@@ -242,11 +353,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 store=args.store,
                 enqueue_only=args.enqueue_only,
                 lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
             )
         elif args.command == "worker":
             if args.concurrency is not None and args.concurrency < 1:
                 raise CliError("--concurrency must be a positive integer")
-            work(args.target, store=args.store, concurrency=args.concurrency, lease_ttl=args.lease_ttl)
+            work(
+                args.target,
+                store=args.store,
+                concurrency=args.concurrency,
+                lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
+            )
         else:
             handler: Callable[[argparse.Namespace], int] = args.handler
             return handler(args)

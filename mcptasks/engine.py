@@ -24,6 +24,7 @@ from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
+from mcptasks.tasklog import log_task
 from mcptasks.tool import TaskTool
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
@@ -199,8 +200,11 @@ class _TaskRun:
                 status="input_required",
             )
 
-        if await self._write(issue) is None:
+        written = await self._write(issue)
+        if written is None:
             await self._halt()
+        else:
+            log_task("input_required", written)
         return keys
 
     async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
@@ -433,7 +437,10 @@ class TaskEngine:
                     input_responses={},
                 )
 
-            if await self._mutate(record.task_id, requeue) is not None:
+            requeued = await self._mutate(record.task_id, requeue)
+            if requeued is not None:
+                if requeued.runner is None:
+                    log_task("requeued", requeued)
                 await self.store.publish(record.task_id)
                 return True
             return False
@@ -501,6 +508,7 @@ class TaskEngine:
                     {"taskId": stored.task_id} if stored.tool == record.tool else None,
                 )
             return stored
+        log_task("created", record)
         if run is None:
             await self.store.publish(record.task_id)
         else:
@@ -673,7 +681,10 @@ class TaskEngine:
                 input_responses={},
             )
 
-        return await self._mutate(task_id, change, known=known)
+        finished = await self._mutate(task_id, change, known=known)
+        if finished is not None and finished.terminal:
+            log_task(outcome.status, finished)
+        return finished
 
     async def _mutate(
         self,
@@ -777,7 +788,9 @@ class TaskEngine:
                 status="cancelled", status_message=reason, input_requests={}, input_responses={}
             )
 
-        if await self._mutate(task_id, change, known=current) is not None:
+        cancelled = await self._mutate(task_id, change, known=current)
+        if cancelled is not None:
+            log_task("cancelled", cancelled)
             run = self._runs.get(task_id)
             if run is not None:
                 run.stop()

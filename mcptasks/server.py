@@ -12,6 +12,7 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit
 from mcptasks.ext import Lifespan, TasksExtension
+from mcptasks.stdio_stop import serve_stdio
 from mcptasks.store.base import TaskStore
 from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions
 
@@ -109,9 +110,13 @@ class TaskServer:
         path: str = "/mcp",
         log_level: str = "warning",
     ) -> None:
-        """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`."""
+        """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`.
+
+        Ctrl-C (SIGINT) stops either transport with `KeyboardInterrupt`; SIGTERM stops it normally.
+        """
         if transport == "stdio":
-            anyio.run(self.mcp.run_stdio_async)
+            if anyio.run(serve_stdio, self.mcp.run_stdio_async):
+                raise KeyboardInterrupt
         elif transport == "http":
             anyio.run(self.serve_http, host, port, path, log_level)
         else:
