@@ -76,7 +76,7 @@ async def protocol_error() -> AsyncIterator[Any]:
 @task_tool
 async def asks() -> AsyncIterator[Any]:
     answer = yield Elicit("Proceed?", schema=Confirm)
-    yield Result(f"ok={answer.ok}")
+    yield Result(f"accepted={answer.accepted}")
 
 
 @task_tool
