@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -74,7 +74,7 @@ async def protocol_error() -> AsyncIterator[Any]:
 
 
 @task_tool
-async def asks() -> AsyncIterator[Any]:
+async def asks() -> AsyncGenerator[Any, Any]:
     answer = yield Elicit("Proceed?", schema=Confirm)
     yield Result(f"accepted={answer.accepted}")
 
