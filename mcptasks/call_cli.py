@@ -40,6 +40,7 @@ import os
 import shlex
 import shutil
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -180,12 +181,20 @@ def split_target(words: Sequence[str], stdio: str | None, headers: Sequence[str]
 
 
 def _ledger(path: str | None) -> TaskLedger | None:
+    """The ledger named by --ledger or the environment, read once (`UsageError` when unusable)."""
     path = path or os.environ.get(LEDGER_ENV)
     if not path:
         return None
     from mcptasks.client import TaskLedger
+    from mcptasks.store.url import store_error_hint
 
-    return TaskLedger(path)
+    ledger = TaskLedger(path)
+    try:
+        ledger.pending()
+    except (sqlite3.Error, OSError) as exc:
+        text = str(exc).rstrip(". ") or type(exc).__name__
+        raise UsageError(f"cannot use the ledger {path}: {text}; {store_error_hint(exc)}") from None
+    return ledger
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -955,6 +964,7 @@ def run_call(args: argparse.Namespace) -> int:
             raise UsageError("--resume follows an existing task: it takes no arguments and no --detach")
         if args.stuck_after is not None and not args.stuck_after > 0:
             raise UsageError("--stuck-after must be a positive number of seconds")
+        ledger = _ledger(args.ledger)
     except UsageError as exc:
         _write(sys.stderr, f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
@@ -965,7 +975,7 @@ def run_call(args: argparse.Namespace) -> int:
         detach=args.detach,
         resume=args.resume,
         json_output=args.json_output,
-        ledger=_ledger(args.ledger),
+        ledger=ledger,
         stuck_after=args.stuck_after,
         interactive=_isatty(sys.stdin),
         live=_isatty(sys.stderr),
@@ -989,11 +999,11 @@ def run_tasks(args: argparse.Namespace) -> int:
         target, words = split_target(args.words, args.stdio, args.header)
         if len(words) != 1:
             raise UsageError("expected exactly one TASK_ID after the server")
+        ledger = _ledger(args.ledger)
     except UsageError as exc:
         _write(sys.stderr, f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     (task_id,) = words
-    ledger = _ledger(args.ledger)
 
     async def work() -> int:
         from mcptasks.client import TaskHandle, TasksClient
@@ -1015,7 +1025,11 @@ def run_tasks(args: argparse.Namespace) -> int:
 
 def run_pending(args: argparse.Namespace) -> int:
     """The `tasks pending` handler: the ledger's unfinished tasks and how to resume them."""
-    ledger = _ledger(args.ledger)
+    try:
+        ledger = _ledger(args.ledger)
+    except UsageError as exc:
+        _write(sys.stderr, f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
     if ledger is None:
         _write(sys.stderr, f"{PROG}: error: no ledger: pass --ledger PATH or set ${LEDGER_ENV}\n")
         return EXIT_USAGE

@@ -8,7 +8,6 @@ import importlib.util
 import os
 import signal
 import socket
-import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from mcptasks import __version__
 from mcptasks.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from mcptasks.startup import Startup, ToolLine
 from mcptasks.stdio_stop import serve_stdio
-from mcptasks.store.url import MissingExtra
+from mcptasks.store.url import MissingExtra, store_error_hint
 
 STORE_ENV = "MCPTASKS_STORE"
 
@@ -80,23 +79,6 @@ def _check_port(host: str, port: int) -> None:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def _store_hint(exc: BaseException) -> str:
-    """What to do about a store that failed to open."""
-    text = str(exc).lower()
-    if isinstance(exc, sqlite3.DatabaseError):
-        if "readonly" in text or "unable to open" in text or "read-only" in text:
-            return "make the file and its directory writable by this user, or choose another path"
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return (
-                "the file is not an mcptasks SQLite store or is damaged: choose another path or move it away"
-            )
-    if isinstance(exc, FileNotFoundError):
-        return "create the directory first, or choose another path"
-    if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
-        return "check that the server is running and that the URL's host, port and credentials are right"
-    return "check the store URL"
-
-
 def _check_store(store_object: Any, shown: str) -> None:
     """Open and close `store_object` once, so an unusable store is one error line, not a traceback."""
     import anyio
@@ -114,7 +96,7 @@ def _check_store(store_object: Any, shown: str) -> None:
         while getattr(leaf, "exceptions", None):
             leaf = leaf.exceptions[0]  # type: ignore[attr-defined]
         text = str(leaf).rstrip(". ") or type(leaf).__name__
-        raise CliError(f"cannot open the task store {shown}: {text}; {_store_hint(leaf)}") from None
+        raise CliError(f"cannot open the task store {shown}: {text}; {store_error_hint(leaf)}") from None
 
 
 def _store(store: str | None) -> Any:
@@ -233,10 +215,11 @@ def serve(
     mcp = server.mcp if isinstance(server, TaskServer) else server
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
     configure_logging(log_level, log_format)
-    _startup(mcp, extension, url, log_level, log_format).print(sys.stderr)
+    startup = _startup(mcp, extension, url, log_level, log_format)
     if transport == "http":
+        startup.print(sys.stderr)
         _serve_http(mcp, host, port, path, log_level)
-    elif anyio.run(serve_stdio, mcp.run_stdio_async):
+    elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
         raise KeyboardInterrupt
 
 

@@ -50,52 +50,52 @@ async def _copy(source: int, sink: int) -> None:
             view = view[written:]
 
 
-async def serve_stdio(run: Callable[[], Awaitable[object]]) -> bool:
+async def serve_stdio(
+    run: Callable[[], Awaitable[object]], ready: Callable[[], object] | None = None
+) -> bool:
     """Run `run` (a server reading fd 0) until it returns or a signal stops it.
 
-    Returns True when SIGINT stopped it (the caller exits as interrupted), False otherwise
-    (end of input, or SIGTERM). A second signal while the server shuts down cancels it outright.
+    `ready` is called once the signals are handled (say so then: a signal before it would kill
+    the process outright). Returns True when SIGINT stopped the server (the caller exits as
+    interrupted), False otherwise (end of input, or SIGTERM). A second signal while the server
+    shuts down cancels it outright.
     """
     interrupted = False
     forwarding = _needs_forwarding(0)
-    real_stdin = os.dup(0) if forwarding else -1
-    feed = -1
+    real_stdin = feed = -1
     if forwarding:
+        real_stdin = os.dup(0)
         read_end, feed = os.pipe()
         os.set_blocking(feed, False)
         os.dup2(read_end, 0)
         os.close(read_end)
     try:
-        async with anyio.create_task_group() as group:
-            copier = anyio.CancelScope()
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            if ready is not None:
+                ready()
+            async with anyio.create_task_group() as group:
+                copier = anyio.CancelScope()
 
-            async def forward() -> None:
-                try:
-                    with copier:
-                        await _copy(real_stdin, feed)
-                finally:
-                    os.close(feed)  # end of input for the server
+                async def forward() -> None:
+                    try:
+                        with copier:
+                            await _copy(real_stdin, feed)
+                    finally:
+                        os.close(feed)  # end of input for the server
 
-            async def serve() -> None:
-                await run()
-                group.cancel_scope.cancel()
+                async def serve() -> None:
+                    await run()
+                    group.cancel_scope.cancel()
 
-            async def watch_signals() -> None:
-                nonlocal interrupted
-                stopping = False
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for signum in signals:
-                        interrupted = interrupted or signum == signal.SIGINT
-                        if stopping or not forwarding:
-                            group.cancel_scope.cancel()
-                            return
-                        stopping = True
-                        copier.cancel()
-
-            if forwarding:
-                group.start_soon(forward)
-            group.start_soon(watch_signals)
-            group.start_soon(serve)
+                if forwarding:
+                    group.start_soon(forward)
+                group.start_soon(serve)
+                async for signum in signals:
+                    interrupted = interrupted or signum == signal.SIGINT
+                    if copier.cancel_called or not forwarding:
+                        group.cancel_scope.cancel()
+                        break
+                    copier.cancel()
     finally:
         if forwarding:
             os.dup2(real_stdin, 0)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from urllib.parse import urlsplit, urlunsplit
 
 from mcptasks.store.base import TaskStore
@@ -53,10 +55,31 @@ def describe_store(store: TaskStore) -> str:
         return "memory://"
     if isinstance(store, SqliteTaskStore):
         return f"sqlite:///{store.path}"
-    url = getattr(store, "url", None)
-    if isinstance(url, str) and "://" in url:
-        return redact_url(url)
+    # The server stores' modules are loaded only if such a store exists, so look them up there.
+    postgres = sys.modules.get("mcptasks.store.postgres")
+    if postgres is not None and isinstance(store, postgres.PostgresTaskStore):
+        return f"postgresql://{store.url}?schema={store.schema}"  # `url` has no password
+    redis = sys.modules.get("mcptasks.store.redis")
+    if redis is not None and isinstance(store, redis.RedisTaskStore):
+        return redact_url(store.url)
     return type(store).__name__
+
+
+def store_error_hint(exc: BaseException) -> str:
+    """What to do about a store (or an SQLite ledger) that failed to open with `exc`."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.DatabaseError):
+        if "readonly" in text or "unable to open" in text or "read-only" in text:
+            return "make the file and its directory writable by this user, or choose another path"
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return "it is not an SQLite file written by mcptasks, or it is damaged: choose another path"
+    if isinstance(exc, PermissionError):
+        return "make the file and its directory writable by this user, or choose another path"
+    if isinstance(exc, FileNotFoundError):
+        return "create the directory first, or choose another path"
+    if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
+        return "check that the server is running and that the URL's host, port and credentials are right"
+    return "check the store URL"
 
 
 def store_from_url(url: str) -> TaskStore:
