@@ -46,6 +46,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -255,6 +256,14 @@ def render_result(result: CallToolResult, *, pretty: bool = False) -> str:
         structured = result.structured_content
         parts.append(_json(structured) if pretty else json.dumps(structured, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def task_json(task: DetailedTask) -> dict[str, Any]:
+    """The task as JSON: its fields, without the response's `resultType` (an envelope field:
+    `complete` only says the `tasks/get` request itself completed)."""
+    data = task.to_wire()
+    data.pop("resultType", None)
+    return data
 
 
 def _result_wire(result: CallToolResult) -> dict[str, Any]:
@@ -790,12 +799,38 @@ def _leaf(exc: BaseException) -> BaseException:
         exc = inner[0]
 
 
-def _describe(exc: BaseException) -> str:
+def _not_found(url: str) -> str:
+    """The error for an HTTP 404 from `url`, with the likely right URL."""
+    parts = urlsplit(url)
+    if parts.path.rstrip("/") != "/mcp":
+        likely = urlunsplit(parts._replace(path="/mcp", query="", fragment=""))
+        return (
+            f"no MCP endpoint at {url} (HTTP 404 Not Found); `mcptasks serve` and most servers "
+            f"answer at the path /mcp: try {likely}"
+        )
+    return (
+        f"no MCP endpoint at {url} (HTTP 404 Not Found); check the path the server was started "
+        "with (`mcptasks serve --path`)"
+    )
+
+
+def _describe(exc: BaseException, target: Target | None = None) -> str:
+    import httpx2
     from mcp import MCPError
 
     from mcptasks.client import TaskError
 
     leaf = _leaf(exc)
+    url = target.url if target is not None else None
+    # The SDK's HTTP client turns a 404 response into this error (a JSON-RPC method-not-found
+    # from a server says "Method not found").
+    if url is not None and isinstance(leaf, MCPError) and leaf.message == "Not Found":
+        return _not_found(url)
+    if url is not None and isinstance(leaf, (httpx2.ConnectError, httpx2.ConnectTimeout)):
+        reason = str(leaf) or type(leaf).__name__
+        if reason == "All connection attempts failed":
+            reason = "connection refused"
+        return f"cannot connect to {url} ({reason}): is the server running there?"
     if isinstance(leaf, MCPError):
         return f"{leaf.message} (code {leaf.code})"
     text = str(leaf) or type(leaf).__name__
@@ -888,7 +923,7 @@ class CallCommand:
         """Print the new task's id (stdout) and how to resume it (stderr)."""
         assert handle.last is not None
         if self.json_output:
-            _write(self.stdout, _json(handle.last.to_wire()) + "\n")
+            _write(self.stdout, _json(task_json(handle.last)) + "\n")
         else:
             _write(self.stdout, handle.task_id + "\n")
         _write(self.stderr, f"{PROG}: task {handle.task_id} is {handle.last.status}; resume with:\n")
@@ -988,7 +1023,7 @@ class CallCommand:
         from mcptasks.client import TaskFailed
 
         if self.json_output:
-            _write(self.stdout, _json(task.to_wire()) + "\n")
+            _write(self.stdout, _json(task_json(task)) + "\n")
         if task.status == "failed":
             failure = TaskFailed(task)
             detail = (
@@ -1013,7 +1048,7 @@ class CallCommand:
         return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _run(work: Callable[[], Awaitable[int]], stderr: TextIO) -> int:
+def _run(work: Callable[[], Awaitable[int]], stderr: TextIO, target: Target | None = None) -> int:
     try:
         return anyio.run(work)
     except UsageError as exc:
@@ -1027,7 +1062,7 @@ def _run(work: Callable[[], Awaitable[int]], stderr: TextIO) -> int:
         if isinstance(leaf, UsageError):
             _write(stderr, f"{PROG}: error: {leaf}\n")
             return EXIT_USAGE
-        _write(stderr, f"{PROG}: error: {_describe(exc)}\n")
+        _write(stderr, f"{PROG}: error: {_describe(exc, target)}\n")
         return EXIT_FAILED
 
 
@@ -1061,7 +1096,7 @@ def run_call(args: argparse.Namespace) -> int:
         live=_isatty(sys.stderr),
         pretty=_isatty(sys.stdout),
     )
-    return _run(command.run, sys.stderr)
+    return _run(command.run, sys.stderr, target)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -1098,10 +1133,10 @@ def run_tasks(args: argparse.Namespace) -> int:
                 _write(sys.stdout, f"cancellation requested; task {task_id} is {task.status}\n")
             else:
                 task = await handle.status()
-                _write(sys.stdout, _json(task.to_wire()) + "\n")
+                _write(sys.stdout, _json(task_json(task)) + "\n")
         return EXIT_OK
 
-    return _run(work, sys.stderr)
+    return _run(work, sys.stderr, target)
 
 
 def run_pending(args: argparse.Namespace) -> int:

@@ -162,7 +162,10 @@ def _serve_http(mcp: Any, host: str, port: int, path: str, log_level: str) -> No
     import anyio
     import uvicorn
 
+    from mcptasks.http_hints import ProtocolVersionHint
+
     app = mcp.streamable_http_app(streamable_http_path=path, host=host)
+    app.add_middleware(ProtocolVersionHint)
     config = uvicorn.Config(
         app,
         host=host,

@@ -12,6 +12,7 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit
 from mcptasks.ext import Lifespan, TasksExtension
+from mcptasks.http_hints import ProtocolVersionHint
 from mcptasks.stdio_stop import serve_stdio
 from mcptasks.store.base import TaskStore
 from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions
@@ -98,8 +99,13 @@ class TaskServer:
     def streamable_http_app(
         self, *, path: str = "/mcp", host: str = "127.0.0.1", **options: Any
     ) -> Starlette:
-        """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn)."""
-        return self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+        """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn).
+
+        A request without `MCP-Protocol-Version` that the server rejects for want of a session
+        is told to send that header (see `mcptasks.http_hints`)."""
+        app = self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+        app.add_middleware(ProtocolVersionHint)
+        return app
 
     def run(
         self,
