@@ -339,6 +339,7 @@ def test_detach_then_get_cancel_and_resume(url: str, capsys: pytest.CaptureFixtu
     state = task_state(capsys, url, task_id)
     assert state["taskId"] == task_id
     assert state["status"] == "working"
+    assert "resultType" not in state  # the task, not the tasks/get response around it
 
     status, out, err = run(capsys, "tasks", "cancel", url, "--", task_id)
     assert (status, out) == (0, f"cancellation requested; task {task_id} is cancelled\n"), err
@@ -441,10 +442,33 @@ def test_tasks_get_of_an_unknown_task_exits_3(url: str, capsys: pytest.CaptureFi
     one_error_line(err, "Unknown task")
 
 
-def test_an_unreachable_server_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = run(capsys, "call", f"http://127.0.0.1:{free_port()}/mcp", "greet")
+def test_an_unreachable_server_exits_3_naming_the_url(capsys: pytest.CaptureFixture[str]) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    for args in (("call", down, "greet"), ("tasks", "get", down, "some-task")):
+        status, _, err = run(capsys, *args)
+        assert status == 3
+        one_error_line(err, f"cannot connect to {down} (connection refused): is the server running there?")
+
+
+@pytest.mark.parametrize("path", ["/", "/sse", "/mcp/tools"])
+def test_a_wrong_path_names_the_likely_url(url: str, path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = url.removesuffix("/mcp")
+    status, _, err = run(capsys, "call", base + path, "greet")
     assert status == 3
-    one_error_line(err, "ConnectError")
+    one_error_line(err, f"no MCP endpoint at {base + path} (HTTP 404 Not Found)", f"try {url}")
+
+
+def test_a_request_without_the_protocol_header_is_told_the_header(url: str) -> None:
+    import httpx2
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    response = httpx2.post(url, json=body, headers=headers, timeout=TIMEOUT)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert message.startswith("Bad Request: Missing session ID"), message
+    assert "send the header 'MCP-Protocol-Version: 2026-07-28'" in message
+    assert int(response.headers["content-length"]) == len(response.content)
 
 
 def test_over_stdio() -> None:

@@ -303,3 +303,41 @@ def test_a_read_only_sqlite_store_is_one_line(tmp_path: Path) -> None:
 def test_a_corrupt_ledger_is_one_line(args: tuple[str, ...], corrupt_db: Path) -> None:
     done = run_cli(*args, "--ledger", str(corrupt_db))
     one_error_line(done, "ledger", str(corrupt_db), "not a database")
+
+
+# -- the missing-header hint -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_task_server_apps_name_the_missing_protocol_header() -> None:
+    import httpx2
+    from sdk_helpers import serve_http
+
+    from mcptasks import TaskServer
+
+    app = TaskServer("hint")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with serve_http(app.streamable_http_app()) as url, httpx2.AsyncClient(timeout=TIMEOUT) as http:
+        bare = await http.post(url, json=body, headers=accept)
+        versioned = await http.post(url, json=body, headers={**accept, "MCP-Protocol-Version": "2026-07-28"})
+    assert bare.status_code == 400
+    assert "'MCP-Protocol-Version: 2026-07-28'" in bare.json()["error"]["message"]
+    # With the header the server's own answer passes unchanged (here: the missing _meta envelope).
+    assert versioned.status_code == 400
+    assert "MCP-Protocol-Version" not in versioned.json()["error"]["message"]
+
+
+def test_only_missing_session_errors_get_the_hint() -> None:
+    from mcptasks.http_hints import hinted
+
+    assert hinted(b"not json") is None
+    assert hinted(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Bad Request: other"}}') is None
+    assert hinted(b'{"jsonrpc":"2.0","id":1,"result":{}}') is None
+    changed = hinted(
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}'
+    )
+    assert changed is not None
+    assert json.loads(changed)["error"]["message"].startswith(
+        "Bad Request: Missing session ID (send the header"
+    )
