@@ -650,3 +650,26 @@ def test_ctrl_c_twice_detaches(url: str, capsys: pytest.CaptureFixture[str]) -> 
     child.expect_exact(f"--resume={task_id}")
     assert finish(child) == 130
     assert run(capsys, "tasks", "cancel", url, "--", task_id)[0] == 0
+
+
+# -- structured results ----------------------------------------------------------------------------
+
+
+def test_structured_results_are_indented_on_a_terminal_and_one_line_when_piped(tmp_path: Path) -> None:
+    steps = json.dumps([[sys.executable, "-c", "print('step ok')"]])
+    env = clean_env(JOB_RUNNER_STEPS_TEST=steps)
+    port = free_port()
+    with serving_http(
+        ROOT / "examples" / "job_runner.py", port=port, log=tmp_path / "job-runner.log", env=env
+    ):
+        url = f"http://127.0.0.1:{port}/mcp"
+        child = on_terminal("call", url, "run_pipeline", "kind=test")
+        child.expect_exact("Publish the artifacts of this run? [y/n] (or d: decline, s: skip): ")
+        child.sendline("n")
+        child.expect_exact('{\r\n  "kind": "test",\r\n  "exit_code": 0,')
+        assert finish(child) == 0
+        piped = cli("call", url, "run_pipeline", "kind=test")
+    assert piped.returncode == 0, piped.stderr
+    (line,) = piped.stdout.splitlines()
+    report = json.loads(line)
+    assert (report["kind"], report["exit_code"], report["published"]) == ("test", 0, False)
