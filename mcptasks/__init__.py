@@ -13,6 +13,7 @@ from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.store.url import MissingExtra
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
 from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
 from mcptasks.yields import (
@@ -98,6 +99,7 @@ __all__ = [
     "LedgerEntry",
     "ListRoots",
     "MemoryTaskStore",
+    "MissingExtra",
     "Outcome",
     "PollTooFast",
     "PostgresTaskStore",
