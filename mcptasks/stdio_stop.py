@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -20,7 +21,12 @@ _CHUNK = 65536
 
 
 def _needs_forwarding(fd: int) -> bool:
-    """Whether reading `fd` can block (a terminal, pipe or socket; not a file or /dev/null)."""
+    """Whether reading `fd` can block (a terminal, pipe or socket; not a file or /dev/null).
+
+    Windows cannot wait for a console or pipe to be readable: there the stdio server keeps
+    reading stdin directly (Ctrl-C then takes effect with the next line or end of input)."""
+    if sys.platform == "win32":
+        return False
     try:
         mode = os.fstat(fd).st_mode
     except OSError:

@@ -34,6 +34,7 @@ ENGINE_MODULES = [
     "mcptasks.tool",
     "mcptasks.driver",
     "mcptasks.engine",
+    "mcptasks.tasklog",
     "mcptasks.protocol",
     "mcptasks.store",
     "mcptasks.store.base",
