@@ -16,11 +16,13 @@ and taken as a string otherwise (`name=Ada`); `--json '{...}'` gives the argumen
 While a task runs, a live status line (spinner, elapsed time, status, statusMessage) is drawn on
 stderr when stderr is a terminal; otherwise each change is printed as a timestamped line.
 Elicitation requests become prompts on the terminal, driven by the requested schema (strings,
-numbers, integers, booleans, enums, multi-select enums; defaults; accept / decline / cancel);
-without a terminal on stdin they are answered `cancel`. Ctrl-C asks whether to cancel the task,
-detach from it (printing the command that resumes it), or keep waiting; without a terminal it
+numbers, integers, booleans, enums, multi-select enums; defaults). A single yes/no question is
+one prompt; other questions first ask accept / decline / skip (skip is the MCP action `cancel`).
+Without a terminal on stdin questions are skipped. Ctrl-C asks whether to cancel the task, leave
+it running (detach, printing the command that resumes it), or wait; without a terminal it
 detaches. The result goes to stdout: text content as text (structured content as JSON when
-there is no text), or the whole `CallToolResult` as JSON with `--json-output`.
+there is no text; JSON indented when stdout is a terminal), or the whole `CallToolResult` as
+JSON with `--json-output`.
 
 Exit status: 0 success (also `--detach`, `tasks get`, `tasks cancel`); 1 the tool reported an
 error (`isError`); 2 usage error; 3 failed (the task failed, or the server or the connection
