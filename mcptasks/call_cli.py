@@ -714,7 +714,7 @@ class FormPrompter:
                 _write(self.stream, f"    {exc}\n")
 
 
-class DeclineWithoutTerminal:
+class SkipWithoutTerminal:
     """The elicitation callback without a terminal on stdin: say so, skip the question."""
 
     def __init__(self, status: StatusLine) -> None:
@@ -896,11 +896,11 @@ class CallCommand:
         from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
         status = StatusLine(self.stderr, live=self.live)
-        prompter: FormPrompter | DeclineWithoutTerminal
+        prompter: FormPrompter | SkipWithoutTerminal
         if self.interactive:
             prompter = self.prompter = FormPrompter(TerminalInput(sys.stdin.fileno()), status, self.stderr)
         else:
-            prompter = DeclineWithoutTerminal(status)
+            prompter = SkipWithoutTerminal(status)
         extension = TasksClient(
             ledger=self.ledger, server_id=self.target.identity, stuck_after=self.stuck_after
         )
