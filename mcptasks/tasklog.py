@@ -8,7 +8,7 @@
     cancelled         task <id> cancelled (tool build): Cancelled by the client.
 
 Every record carries the fields as attributes too (`event`, `task_id`, `tool`, `status`, and for
-failures `code` and `reason`), so a formatter or handler can use them without parsing the text
+failures `code`, `reason` and `detail`), so a formatter or handler can use them without parsing the text
 (`mcptasks serve --log-format json` does). Task ids are bearer secrets on servers without
 authentication: keep these logs as private as the store.
 """
@@ -23,6 +23,10 @@ from mcptasks.store.base import TaskRecord
 logger = logging.getLogger("mcptasks.tasks")
 
 TaskEvent = Literal["created", "input_required", "requeued", "completed", "failed", "cancelled"]
+
+DEFAULT_REASON = "error"
+"""The `reason` of a failure whose error data names none (a JSON-RPC error the body raised, say);
+the engine's own failures name theirs: `ttl`, `worker_lost`, `shutdown`."""
 
 FIELDS = ("event", "task_id", "tool", "status", "code", "reason", "detail")
 """The attributes every task log record carries (`code`, `reason`, `detail` may be None)."""
@@ -54,8 +58,8 @@ def log_task(event: TaskEvent, record: TaskRecord) -> None:
         raw_code = error.get("code")
         code = raw_code if isinstance(raw_code, int) else None
         data = error.get("data")
-        if isinstance(data, dict) and isinstance(data.get("reason"), str):
-            reason = data["reason"]
+        named = data.get("reason") if isinstance(data, dict) else None
+        reason = named if isinstance(named, str) and named else DEFAULT_REASON
         detail = str(error.get("message") or "failed")
     elif event == "completed":
         tool_error = _tool_error_text(record.result)
@@ -70,7 +74,7 @@ def log_task(event: TaskEvent, record: TaskRecord) -> None:
     if detail:
         text += ": " + _one_line(detail)
     if code is not None:
-        text += f" (code {code}" + (f", reason {reason})" if reason else ")")
+        text += f" (code {code}" + (f", reason {reason})" if reason != DEFAULT_REASON else ")")
     fields = {
         "event": event,
         "task_id": record.task_id,

@@ -172,6 +172,7 @@ async def test_json_log_format_is_one_object_per_line(tmp_path: Path) -> None:
         -32603,
     )
     assert failed[0]["detail"] == "backend unavailable"
+    assert failed[0]["reason"] == "error"  # the error's data names no reason of its own
 
 
 @pytest.mark.anyio

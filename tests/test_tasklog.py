@@ -162,7 +162,7 @@ def test_json_lines_carry_the_task_fields() -> None:
     assert data["level"] == "info" and data["logger"] == "mcptasks.tasks"
     assert data["message"] == "task X failed"
     assert (data["task_id"], data["tool"], data["status"], data["reason"]) == ("X", "t", "failed", "ttl")
-    assert "code" not in data  # unset fields are left out
+    assert "code" not in data and "detail" not in data  # unset fields are left out
     assert data["time"].endswith("Z")
 
 
