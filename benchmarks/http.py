@@ -1,6 +1,6 @@
 """Benchmark mcptasks over real Streamable HTTP against a server started by `mcptasks serve`.
 
-    python benchmarks/http.py [--store URL] [--quick] [--json out.json]
+    python benchmarks/http.py [--store URL] [--log-level LEVEL] [--quick] [--json out.json]
 
 Starts `mcptasks serve benchmarks/http_app.py --transport http` on a free 127.0.0.1 port and
 measures, each next to an ordinary non-task `tools/call` on the same server:
@@ -175,10 +175,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_server(store: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(store: str, log_level: str = "info") -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     command = [sys.executable, "-m", "mcptasks", "serve", str(ROOT / "benchmarks" / "http_app.py")]
     command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port), "--store", store]
+    command += ["--log-level", log_level]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -196,12 +197,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--store", default="memory://", help="store URL for the server (default memory://)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        help="the server's --log-level (default info: a log line per task transition, to /dev/null)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sample sizes (a smoke run)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     n = 200 if args.quick else 2000
-    process, url = _start_server(args.store)
+    process, url = _start_server(args.store, args.log_level)
     try:
         figures = anyio.run(lambda: measure(url, n=n, concurrency=args.concurrency))
     finally:

@@ -15,6 +15,7 @@ from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.outages import StoreRetry
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.store.url import MissingExtra
 from mcptasks.threaded import CancelRequested
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
 from mcptasks.values import InvalidValue
@@ -106,6 +107,7 @@ __all__ = [
     "Limits",
     "ListRoots",
     "MemoryTaskStore",
+    "MissingExtra",
     "Outcome",
     "PollTooFast",
     "PostgresTaskStore",

@@ -16,11 +16,13 @@ and taken as a string otherwise (`name=Ada`); `--json '{...}'` gives the argumen
 While a task runs, a live status line (spinner, elapsed time, status, statusMessage) is drawn on
 stderr when stderr is a terminal; otherwise each change is printed as a timestamped line.
 Elicitation requests become prompts on the terminal, driven by the requested schema (strings,
-numbers, integers, booleans, enums, multi-select enums; defaults; accept / decline / cancel);
-without a terminal on stdin they are answered `cancel`. Ctrl-C asks whether to cancel the task,
-detach from it (printing the command that resumes it), or keep waiting; without a terminal it
+numbers, integers, booleans, enums, multi-select enums; defaults). A single yes/no question is
+one prompt; other questions first ask accept / decline / skip (skip is the MCP action `cancel`).
+Without a terminal on stdin questions are skipped. Ctrl-C asks whether to cancel the task, leave
+it running (detach, printing the command that resumes it), or wait; without a terminal it
 detaches. The result goes to stdout: text content as text (structured content as JSON when
-there is no text), or the whole `CallToolResult` as JSON with `--json-output`.
+there is no text; JSON indented when stdout is a terminal), or the whole `CallToolResult` as
+JSON with `--json-output`.
 
 Exit status: 0 success (also `--detach`, `tasks get`, `tasks cancel`); 1 the tool reported an
 error (`isError`); 2 usage error; 3 failed (the task failed, or the server or the connection
@@ -40,11 +42,13 @@ import os
 import shlex
 import shutil
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -180,12 +184,20 @@ def split_target(words: Sequence[str], stdio: str | None, headers: Sequence[str]
 
 
 def _ledger(path: str | None) -> TaskLedger | None:
+    """The ledger named by --ledger or the environment, read once (`UsageError` when unusable)."""
     path = path or os.environ.get(LEDGER_ENV)
     if not path:
         return None
     from mcptasks.client import TaskLedger
+    from mcptasks.store.url import store_error_hint
 
-    return TaskLedger(path)
+    ledger = TaskLedger(path)
+    try:
+        ledger.pending()
+    except (sqlite3.Error, OSError) as exc:
+        text = str(exc).rstrip(". ") or type(exc).__name__
+        raise UsageError(f"cannot use the ledger {path}: {text}; {store_error_hint(exc)}") from None
+    return ledger
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -200,9 +212,23 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def render_result(result: CallToolResult) -> str:
+def _pretty_json(text: str) -> str:
+    """`text` indented when it is a JSON object or array, else unchanged."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return text
+    try:
+        return _json(json.loads(stripped))
+    except ValueError:
+        return text
+
+
+def render_result(result: CallToolResult, *, pretty: bool = False) -> str:
     """A tool result as text: text blocks as they are, other blocks summarised, and the
-    structured content as JSON when there is no text."""
+    structured content as JSON when there is no text.
+
+    `pretty` (stdout is a terminal) indents JSON, also JSON held in a text block; otherwise
+    JSON stays on one line, as the tool sent it, for pipes and scripts."""
     from mcp_types import (
         AudioContent,
         EmbeddedResource,
@@ -215,7 +241,7 @@ def render_result(result: CallToolResult) -> str:
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, TextContent):
-            parts.append(block.text)
+            parts.append(_pretty_json(block.text) if pretty else block.text)
         elif isinstance(block, (ImageContent, AudioContent)):
             parts.append(f"[{block.type} {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
         elif isinstance(block, ResourceLink):
@@ -229,14 +255,29 @@ def render_result(result: CallToolResult) -> str:
         else:  # pragma: no cover - a content type newer than this code
             parts.append(_json(block.model_dump(by_alias=True, mode="json", exclude_none=True)))
     if not any(isinstance(block, TextContent) for block in result.content) and result.structured_content:
-        parts.append(_json(result.structured_content))
+        structured = result.structured_content
+        parts.append(_json(structured) if pretty else json.dumps(structured, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def task_json(task: DetailedTask) -> dict[str, Any]:
+    """The task as JSON: its fields, without the response's `resultType` (an envelope field:
+    `complete` only says the `tasks/get` request itself completed)."""
+    data = task.to_wire()
+    data.pop("resultType", None)
+    return data
 
 
 def _result_wire(result: CallToolResult) -> dict[str, Any]:
     data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     data.pop("_meta", None)
     return data
+
+
+def current_message(task: DetailedTask) -> str | None:
+    """The statusMessage worth showing now: a completed task's message is whatever the body
+    said last while working, so it is left out; failed and cancelled ones say why."""
+    return None if task.status == "completed" else task.status_message
 
 
 def _elapsed(seconds: float) -> str:
@@ -277,7 +318,8 @@ class StatusLine:
             self.redraw()
         elif changed:
             stamp = time.strftime("%H:%M:%S")
-            message = f": {task.status_message}" if task.status_message else ""
+            shown = current_message(task)
+            message = f": {shown}" if shown else ""
             _write(self.stream, f"[{stamp}] {task.status}{message}\n")
         elif task.status == "input_required" and task.input_requests != self.asked:
             stamp = time.strftime("%H:%M:%S")
@@ -295,8 +337,9 @@ class StatusLine:
             return
         task = self.task
         text = f"{self.frames[self.frame % len(self.frames)]} {_elapsed(time.time() - self.started)} {task.status}"
-        if task.status_message:
-            text += self.dot + " ".join(task.status_message.split())
+        shown = current_message(task)
+        if shown:
+            text += self.dot + " ".join(shown.split())
         width = shutil.get_terminal_size((80, 24)).columns
         if len(text) > width - 1:
             text = text[: max(1, width - 2)] + self.ellipsis
@@ -527,6 +570,23 @@ _EOF = object()
 _SKIP = object()
 
 
+QUESTION_WORDS = {"a": "accept", "d": "decline", "s": "skip"}
+"""The answers to a question: accept (answer it), decline (say no), skip (leave it unanswered:
+the MCP action `cancel`). Their letters differ from the Ctrl-C menu's (`INTERRUPT_WORDS`)."""
+
+INTERRUPT_WORDS = {"c": "cancel", "l": "detach", "w": "wait"}
+"""The Ctrl-C menu: cancel the task (`tasks/cancel`), leave it running (detach), or wait."""
+
+
+def _word(text: str, words: dict[str, str], *aliases: tuple[str, str]) -> str | None:
+    """The action `text` names: a listed letter or word (or an alias), case-insensitive."""
+    lowered = text.strip().lower()
+    if lowered in words.values():
+        return lowered
+    named = dict(aliases).get(lowered)
+    return named if named is not None else words.get(lowered)
+
+
 class FormPrompter:
     """Answers elicitation requests with prompts on the terminal (one form at a time)."""
 
@@ -535,6 +595,8 @@ class FormPrompter:
         self.status = status
         self.stream = stream
         self.lock = anyio.Lock()
+        self.asking: str | None = None
+        """The question on screen, or the one Ctrl-C interrupted (the menu names it, then clears it)."""
 
     async def __call__(
         self, context: ClientRequestContext, params: ElicitRequestParams
@@ -542,11 +604,18 @@ class FormPrompter:
         """The `elicitation_callback` of the client."""
         async with self.lock:
             with self.status.pause():
-                return await self._form(params)
+                self.asking = params.message
+                answer = await self._form(params)  # on Ctrl-C, `asking` stays set for the menu
+                self.asking = None
+                return answer
 
     async def _ask(self, prompt: str) -> str | None:
         _write(self.stream, prompt)
-        line = await self.input.readline()
+        try:
+            line = await self.input.readline()
+        except BaseException:
+            _write(self.stream, "\n")  # interrupted: keep the prompt line on screen
+            raise
         if line is None:
             _write(self.stream, "\n")
         return line
@@ -557,30 +626,51 @@ class FormPrompter:
         _write(self.stream, f"\n? {params.message}\n")
         if isinstance(params, ElicitRequestURLParams):
             _write(self.stream, f"  open: {params.url}\n")
+        fields = form_fields(params.requested_schema) if isinstance(params, ElicitRequestFormParams) else []
+        if len(fields) == 1 and fields[0].kind == "boolean":
+            return await self._yes_no(fields[0])
         while True:
-            answer = await self._ask("  [a]ccept, [d]ecline or [c]ancel? [a] ")
+            answer = await self._ask("  [a]ccept, [d]ecline or [s]kip? [a] ")
             if answer is None:
                 return ElicitResult(action="cancel")
-            action = {"": "accept", "a": "accept", "d": "decline", "c": "cancel"}.get(
-                answer.strip().lower()[:1]
-            )
-            if answer.strip().lower() in ("accept", "decline", "cancel"):
-                action = answer.strip().lower()
+            action = "accept" if not answer.strip() else _word(answer, QUESTION_WORDS)
             if action is not None:
                 break
-            _write(self.stream, "    answer a, d or c\n")
+            _write(self.stream, "    answer a (accept), d (decline) or s (skip)\n")
         if action != "accept":
             return ElicitResult(action="decline" if action == "decline" else "cancel")
-        if not isinstance(params, ElicitRequestFormParams):
-            return ElicitResult(action="accept")
         content: dict[str, Any] = {}
-        for form_field in form_fields(params.requested_schema):
+        for form_field in fields:
             value = await self._field(form_field)
             if value is _EOF:
                 return ElicitResult(action="cancel")
             if value is not _SKIP:
                 content[form_field.name] = value
         return ElicitResult(action="accept", content=content)
+
+    async def _yes_no(self, form_field: FormField) -> ElicitResult:
+        """A form of one boolean: one prompt, y/n answering it, or decline / skip."""
+        from mcp_types import ElicitResult
+
+        label = form_field.description or form_field.label
+        default = form_field.default if isinstance(form_field.default, bool) else None
+        choices = {True: "[Y/n]", False: "[y/N]", None: "[y/n]"}[default]
+        prompt = f"  {label} {choices} (or d: decline, s: skip): "
+        while True:
+            text = await self._ask(prompt)
+            if text is None:
+                return ElicitResult(action="cancel")
+            if not text.strip() and default is not None:
+                return ElicitResult(action="accept", content={form_field.name: default})
+            action = _word(text, {"d": "decline", "s": "skip"})
+            if action is not None:
+                return ElicitResult(action="decline" if action == "decline" else "cancel")
+            try:
+                value = parse_answer(form_field, text)
+            except ValueError:
+                _write(self.stream, "    answer y or n (or d to decline, s to skip)\n")
+                continue
+            return ElicitResult(action="accept", content={form_field.name: value})
 
     async def _field(self, form_field: FormField) -> Any:
         label = f"  {form_field.label}"
@@ -624,8 +714,8 @@ class FormPrompter:
                 _write(self.stream, f"    {exc}\n")
 
 
-class DeclineWithoutTerminal:
-    """The elicitation callback without a terminal on stdin: say so, answer `cancel`."""
+class SkipWithoutTerminal:
+    """The elicitation callback without a terminal on stdin: say so, skip the question."""
 
     def __init__(self, status: StatusLine) -> None:
         self.status = status
@@ -633,12 +723,10 @@ class DeclineWithoutTerminal:
     async def __call__(
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
-        """Note the question on stderr and answer `cancel`."""
+        """Note the question on stderr and skip it (the MCP action `cancel`)."""
         from mcp_types import ElicitResult
 
-        self.status.note(
-            f"{PROG}: cannot ask without a terminal on stdin; answering cancel: {params.message}"
-        )
+        self.status.note(f"{PROG}: cannot ask without a terminal on stdin; skipped: {params.message}")
         return ElicitResult(action="cancel")
 
 
@@ -713,12 +801,38 @@ def _leaf(exc: BaseException) -> BaseException:
         exc = inner[0]
 
 
-def _describe(exc: BaseException) -> str:
+def _not_found(url: str) -> str:
+    """The error for an HTTP 404 from `url`, with the likely right URL."""
+    parts = urlsplit(url)
+    if parts.path.rstrip("/") != "/mcp":
+        likely = urlunsplit(parts._replace(path="/mcp", query="", fragment=""))
+        return (
+            f"no MCP endpoint at {url} (HTTP 404 Not Found); `mcptasks serve` and most servers "
+            f"answer at the path /mcp: try {likely}"
+        )
+    return (
+        f"no MCP endpoint at {url} (HTTP 404 Not Found); check the path the server was started "
+        "with (`mcptasks serve --path`)"
+    )
+
+
+def _describe(exc: BaseException, target: Target | None = None) -> str:
+    import httpx2
     from mcp import MCPError
 
     from mcptasks.client import TaskError
 
     leaf = _leaf(exc)
+    url = target.url if target is not None else None
+    # The SDK's HTTP client turns a 404 response into this error (a JSON-RPC method-not-found
+    # from a server says "Method not found").
+    if url is not None and isinstance(leaf, MCPError) and leaf.message == "Not Found":
+        return _not_found(url)
+    if url is not None and isinstance(leaf, (httpx2.ConnectError, httpx2.ConnectTimeout)):
+        reason = str(leaf) or type(leaf).__name__
+        if reason == "All connection attempts failed":
+            reason = "connection refused"
+        return f"cannot connect to {url} ({reason}): is the server running there?"
     if isinstance(leaf, MCPError):
         return f"{leaf.message} (code {leaf.code})"
     text = str(leaf) or type(leaf).__name__
@@ -739,10 +853,14 @@ class CallCommand:
     stuck_after: float | None = None
     interactive: bool = False
     live: bool = False
+    pretty: bool = False
+    """Indent JSON results (stdout is a terminal)."""
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     handle: TaskHandle | None = field(default=None, init=False)
     """The task being followed (set once it exists)."""
+    prompter: FormPrompter | None = field(default=None, init=False)
+    """The terminal prompter (interactive runs only)."""
 
     def resume_hint(self, task_id: str) -> str:
         """The command line that resumes following `task_id`."""
@@ -778,11 +896,11 @@ class CallCommand:
         from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
         status = StatusLine(self.stderr, live=self.live)
-        prompter: FormPrompter | DeclineWithoutTerminal
+        prompter: FormPrompter | SkipWithoutTerminal
         if self.interactive:
-            prompter = FormPrompter(TerminalInput(sys.stdin.fileno()), status, self.stderr)
+            prompter = self.prompter = FormPrompter(TerminalInput(sys.stdin.fileno()), status, self.stderr)
         else:
-            prompter = DeclineWithoutTerminal(status)
+            prompter = SkipWithoutTerminal(status)
         extension = TasksClient(
             ledger=self.ledger, server_id=self.target.identity, stuck_after=self.stuck_after
         )
@@ -807,7 +925,7 @@ class CallCommand:
         """Print the new task's id (stdout) and how to resume it (stderr)."""
         assert handle.last is not None
         if self.json_output:
-            _write(self.stdout, _json(handle.last.to_wire()) + "\n")
+            _write(self.stdout, _json(task_json(handle.last)) + "\n")
         else:
             _write(self.stdout, handle.task_id + "\n")
         _write(self.stderr, f"{PROG}: task {handle.task_id} is {handle.last.status}; resume with:\n")
@@ -836,7 +954,10 @@ class CallCommand:
                 status.clear()
             if not isinstance(outcome, _Interrupted):
                 return self.report_task(outcome)
-            choice = await self.ask_after_interrupt(handle, signals)
+            question = self.prompter.asking if self.prompter is not None else None
+            if self.prompter is not None:
+                self.prompter.asking = None
+            choice = await self.ask_after_interrupt(handle, signals, question)
             if choice == "detach":
                 _write(self.stderr, f"{PROG}: detached; task {handle.task_id} keeps running. Resume with:\n")
                 _write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
@@ -851,30 +972,35 @@ class CallCommand:
                 return await self.cancel(handle)
 
     async def ask_after_interrupt(
-        self, handle: TaskHandle, signals: AsyncIterator[Any]
+        self, handle: TaskHandle, signals: AsyncIterator[Any], question: str | None = None
     ) -> Literal["cancel", "detach", "wait"]:
-        """Ask what Ctrl-C should do (detach when there is no terminal or on a second Ctrl-C)."""
+        """Ask what Ctrl-C should do (detach when there is no terminal or on a second Ctrl-C).
+
+        `question` is the elicitation that was on screen: the menu repeats it, and waiting
+        asks it again."""
         if not self.interactive:
             return "detach"
         line_input = TerminalInput(sys.stdin.fileno())
+        state = f"is waiting for your answer to: {question}" if question else "is still running."
+        wait = "[w]ait and answer" if question else "[w]ait"
         while True:
             _write(
                 self.stderr,
-                f"\nTask {handle.task_id} is still running. "
-                "[c]ancel it, [d]etach (leave it running), or [w]ait? [w] ",
+                f"\nTask {handle.task_id} {state}\n"
+                f"[c]ancel the task, [l]eave it running (detach), or {wait}? [w] ",
             )
             answer = await until_interrupted(line_input.readline, signals)
             if isinstance(answer, _Interrupted) or answer is None:
                 _write(self.stderr, "\n")
                 return "detach"
-            choice = answer.strip().lower()[:1]
-            if choice in ("", "w"):
-                return "wait"
-            if choice == "c":
+            choice = "wait" if not answer.strip() else _word(answer, INTERRUPT_WORDS, ("leave", "detach"))
+            if choice == "cancel":
                 return "cancel"
-            if choice == "d":
+            if choice == "detach":
                 return "detach"
-            _write(self.stderr, "  answer c, d or w\n")
+            if choice == "wait":
+                return "wait"
+            _write(self.stderr, "  answer c (cancel the task), l (leave it running) or w (wait)\n")
 
     async def cancel(self, handle: TaskHandle) -> int:
         """Cancel the task and report how it ended (it may have finished first)."""
@@ -899,7 +1025,7 @@ class CallCommand:
         from mcptasks.client import TaskFailed
 
         if self.json_output:
-            _write(self.stdout, _json(task.to_wire()) + "\n")
+            _write(self.stdout, _json(task_json(task)) + "\n")
         if task.status == "failed":
             failure = TaskFailed(task)
             detail = (
@@ -916,7 +1042,7 @@ class CallCommand:
         if self.json_output:
             _write(self.stdout, _json(_result_wire(result)) + "\n")
         else:
-            text = render_result(result)
+            text = render_result(result, pretty=self.pretty)
             if result.is_error:
                 _write(self.stderr, f"{PROG}: the tool reported an error:\n{text}\n")
             elif text:
@@ -924,7 +1050,7 @@ class CallCommand:
         return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _run(work: Callable[[], Awaitable[int]], stderr: TextIO) -> int:
+def _run(work: Callable[[], Awaitable[int]], stderr: TextIO, target: Target | None = None) -> int:
     try:
         return anyio.run(work)
     except UsageError as exc:
@@ -938,7 +1064,7 @@ def _run(work: Callable[[], Awaitable[int]], stderr: TextIO) -> int:
         if isinstance(leaf, UsageError):
             _write(stderr, f"{PROG}: error: {leaf}\n")
             return EXIT_USAGE
-        _write(stderr, f"{PROG}: error: {_describe(exc)}\n")
+        _write(stderr, f"{PROG}: error: {_describe(exc, target)}\n")
         return EXIT_FAILED
 
 
@@ -955,6 +1081,7 @@ def run_call(args: argparse.Namespace) -> int:
             raise UsageError("--resume follows an existing task: it takes no arguments and no --detach")
         if args.stuck_after is not None and not args.stuck_after > 0:
             raise UsageError("--stuck-after must be a positive number of seconds")
+        ledger = _ledger(args.ledger)
     except UsageError as exc:
         _write(sys.stderr, f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
@@ -965,12 +1092,13 @@ def run_call(args: argparse.Namespace) -> int:
         detach=args.detach,
         resume=args.resume,
         json_output=args.json_output,
-        ledger=_ledger(args.ledger),
+        ledger=ledger,
         stuck_after=args.stuck_after,
         interactive=_isatty(sys.stdin),
         live=_isatty(sys.stderr),
+        pretty=_isatty(sys.stdout),
     )
-    return _run(command.run, sys.stderr)
+    return _run(command.run, sys.stderr, target)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -989,11 +1117,11 @@ def run_tasks(args: argparse.Namespace) -> int:
         target, words = split_target(args.words, args.stdio, args.header)
         if len(words) != 1:
             raise UsageError("expected exactly one TASK_ID after the server")
+        ledger = _ledger(args.ledger)
     except UsageError as exc:
         _write(sys.stderr, f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     (task_id,) = words
-    ledger = _ledger(args.ledger)
 
     async def work() -> int:
         from mcptasks.client import TaskHandle, TasksClient
@@ -1007,15 +1135,19 @@ def run_tasks(args: argparse.Namespace) -> int:
                 _write(sys.stdout, f"cancellation requested; task {task_id} is {task.status}\n")
             else:
                 task = await handle.status()
-                _write(sys.stdout, _json(task.to_wire()) + "\n")
+                _write(sys.stdout, _json(task_json(task)) + "\n")
         return EXIT_OK
 
-    return _run(work, sys.stderr)
+    return _run(work, sys.stderr, target)
 
 
 def run_pending(args: argparse.Namespace) -> int:
     """The `tasks pending` handler: the ledger's unfinished tasks and how to resume them."""
-    ledger = _ledger(args.ledger)
+    try:
+        ledger = _ledger(args.ledger)
+    except UsageError as exc:
+        _write(sys.stderr, f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
     if ledger is None:
         _write(sys.stderr, f"{PROG}: error: no ledger: pass --ledger PATH or set ${LEDGER_ENV}\n")
         return EXIT_USAGE

@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mcptasks import __version__
+from mcptasks.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
+from mcptasks.startup import Startup, ToolLine
+from mcptasks.stdio_stop import serve_stdio
+from mcptasks.store.url import MissingExtra, store_error_hint
 
 STORE_ENV = "MCPTASKS_STORE"
 
@@ -46,11 +50,15 @@ def load_target(target: str) -> Any:
         sys.path.insert(0, str(path.resolve().parent))
         try:
             spec.loader.exec_module(module)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
         except Exception as exc:
             raise CliError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from exc
     else:
         try:
             module = importlib.import_module(location)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
         except ImportError as exc:
             raise CliError(f"cannot import module {location!r}: {exc}") from exc
     try:
@@ -71,19 +79,9 @@ def _check_port(host: str, port: int) -> None:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def _store(store: str | None) -> Any:
-    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+def _check_store(store_object: Any, shown: str) -> None:
+    """Open and close `store_object` once, so an unusable store is one error line, not a traceback."""
     import anyio
-
-    from mcptasks.store.url import store_from_url
-
-    store_url = store or os.environ.get(STORE_ENV)
-    if not store_url:
-        return None
-    try:
-        store_object = store_from_url(store_url)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
     async def probe() -> None:
         await store_object.open()
@@ -91,8 +89,28 @@ def _store(store: str | None) -> Any:
 
     try:
         anyio.run(probe)
+    except MissingExtra as exc:
+        raise CliError(str(exc)) from None
     except Exception as exc:
-        raise CliError(f"cannot open the task store {store_url!r}: {exc}") from None
+        leaf: BaseException = exc
+        while getattr(leaf, "exceptions", None):
+            leaf = leaf.exceptions[0]  # type: ignore[attr-defined]
+        text = str(leaf).rstrip(". ") or type(leaf).__name__
+        raise CliError(f"cannot open the task store {shown}: {text}; {store_error_hint(leaf)}") from None
+
+
+def _store(store: str | None) -> Any:
+    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+    from mcptasks.store.url import redact_url, store_from_url
+
+    store_url = store or os.environ.get(STORE_ENV)
+    if not store_url:
+        return None
+    try:
+        store_object = store_from_url(store_url)
+    except (ValueError, MissingExtra) as exc:
+        raise CliError(str(exc)) from None
+    _check_store(store_object, redact_url(store_url))
     return store_object
 
 
@@ -106,20 +124,68 @@ def _exit_when_stuck(stuck: list[str]) -> None:
     os._exit(1)
 
 
-def _extension(server: Any, target: str) -> Any:
-    from mcp.server.mcpserver import MCPServer
-
+def _extension_of(server: Any) -> Any:
+    """The `TasksExtension` of a TaskServer or MCPServer (None when an MCPServer has none)."""
     from mcptasks.ext import extension_of
     from mcptasks.server import TaskServer
 
-    if isinstance(server, TaskServer):
-        return server.extension
-    if isinstance(server, MCPServer):
-        extension = extension_of(server)
-        if extension is None:
-            raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
-        return extension
-    raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    return server.extension if isinstance(server, TaskServer) else extension_of(server)
+
+
+def _extension(server: Any, target: str) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcptasks.server import TaskServer
+
+    if not isinstance(server, (TaskServer, MCPServer)):
+        raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    extension = _extension_of(server)
+    if extension is None:
+        raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+    return extension
+
+
+def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_format: str) -> Startup:
+    """What the start-up block shows for this server."""
+    import anyio
+
+    from mcptasks.store.url import describe_store
+
+    startup = Startup(server=str(mcp.name), url=url, log_level=log_level, log_format=log_format)
+    task_tools = extension.task_tools if extension is not None else {}
+    if extension is not None:
+        startup.store = describe_store(extension.engine.store)
+        startup.runs_tasks = extension.engine.run_tasks
+        startup.fallback = extension.protocol.fallback
+    for listed in anyio.run(mcp.list_tools):
+        tool = task_tools.get(listed.name)
+        if tool is None:
+            startup.tools.append(ToolLine(listed.name))
+        else:
+            own = tool.fallback if tool.fallback not in (None, startup.fallback) else None
+            startup.tools.append(ToolLine(listed.name, tool.task_support, own))
+    return startup
+
+
+def _serve_http(mcp: Any, host: str, port: int, path: str, log_level: str) -> None:
+    """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
+    import anyio
+    import uvicorn
+
+    from mcptasks.http_hints import ProtocolVersionHint
+
+    app = mcp.streamable_http_app(streamable_http_path=path, host=host)
+    app.add_middleware(ProtocolVersionHint)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        log_level="debug" if log_level == "debug" else "warning",
+        access_log=log_level == "debug",
+    )
+    anyio.run(uvicorn.Server(config).serve)
 
 
 def serve(
@@ -132,11 +198,15 @@ def serve(
     store: str | None,
     enqueue_only: bool = False,
     lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
 ) -> None:
-    """Load TARGET and serve it until interrupted."""
+    """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
+    import anyio
     from mcp.server.mcpserver import MCPServer
 
     from mcptasks.server import TaskServer
+    from mcptasks.store.url import describe_store
 
     server = load_target(target)
     if not isinstance(server, (TaskServer, MCPServer)):
@@ -150,22 +220,33 @@ def serve(
             extension.engine.run_tasks = False
         if lease_ttl is not None:
             extension.engine.lease_ttl = lease_ttl
+    extension = _extension_of(server)
+    if store_object is None and extension is not None:  # the store the file configured
+        _check_store(extension.engine.store, describe_store(extension.engine.store))
     if transport == "http":
         _check_port(host, port)
-    from mcptasks.ext import extension_of
+    if extension is not None:
+        extension.engine.on_stuck_shutdown = _exit_when_stuck
+    mcp = server.mcp if isinstance(server, TaskServer) else server
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
+    configure_logging(log_level, log_format)
+    startup = _startup(mcp, extension, url, log_level, log_format)
+    if transport == "http":
+        startup.print(sys.stderr)
+        _serve_http(mcp, host, port, path, log_level)
+    elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
+        raise KeyboardInterrupt
 
-    tasks = server.extension if isinstance(server, TaskServer) else extension_of(server)
-    if tasks is not None:
-        tasks.engine.on_stuck_shutdown = _exit_when_stuck
-    if isinstance(server, TaskServer):
-        server.run("http" if transport == "http" else "stdio", host=host, port=port, path=path)
-    elif transport == "http":
-        server.run("streamable-http", host=host, port=port, streamable_http_path=path)
-    else:
-        server.run("stdio")
 
-
-def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: float | None = None) -> None:
+def work(
+    target: str,
+    *,
+    store: str | None,
+    concurrency: int | None,
+    lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
+) -> None:
     """Load TARGET and run its queued tasks from the shared store until interrupted."""
     import anyio
 
@@ -184,6 +265,7 @@ def work(target: str, *, store: str | None, concurrency: int | None, lease_ttl: 
     engine.max_concurrent = concurrency
     if lease_ttl is not None:
         engine.lease_ttl = lease_ttl
+    configure_logging(log_level, log_format)
 
     async def run() -> None:
         async with engine:
@@ -234,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
         )
+        command.add_argument(
+            "--log-level",
+            choices=LOG_LEVELS,
+            default="info",
+            help="level of mcptasks' log records on stderr (default info: one line per task transition)",
+        )
+        command.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default="text",
+            help="text lines, or one JSON object per line for log collectors (default text)",
+        )
     from mcptasks import call_cli
 
     call_cli.register(commands)
@@ -258,11 +352,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 store=args.store,
                 enqueue_only=args.enqueue_only,
                 lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
             )
         elif args.command == "worker":
             if args.concurrency is not None and args.concurrency < 1:
                 raise CliError("--concurrency must be a positive integer")
-            work(args.target, store=args.store, concurrency=args.concurrency, lease_ttl=args.lease_ttl)
+            work(
+                args.target,
+                store=args.store,
+                concurrency=args.concurrency,
+                lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
+            )
         else:
             handler: Callable[[argparse.Namespace], int] = args.handler
             return handler(args)

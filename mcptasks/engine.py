@@ -28,6 +28,7 @@ from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
+from mcptasks.tasklog import log_task
 from mcptasks.tool import TaskTool
 from mcptasks.values import InvalidValue
 from mcptasks.watchdog import Watchdog
@@ -323,8 +324,11 @@ class _TaskRun:
                 status="input_required",
             )
 
-        if await self._write(issue, "asking for input") is None:
+        written = await self._write(issue, "asking for input")
+        if written is None:
             await self._halt()
+        else:
+            log_task("input_required", written)
         return keys
 
     async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
@@ -694,7 +698,10 @@ class TaskEngine:
                     input_responses={},
                 )
 
-            if await self._mutate(record.task_id, requeue) is not None:
+            requeued = await self._mutate(record.task_id, requeue)
+            if requeued is not None:
+                if requeued.runner is None:
+                    log_task("requeued", requeued)
                 await self.store.publish(record.task_id)
                 return True
             return False
@@ -765,6 +772,7 @@ class TaskEngine:
                     {"taskId": stored.task_id} if stored.tool == record.tool else None,
                 )
             return stored
+        log_task("created", record)
         if run is None:
             await self.store.publish(record.task_id)
         else:
@@ -1019,7 +1027,10 @@ class TaskEngine:
                 input_responses={},
             )
 
-        return await self._mutate(task_id, change, known=known)
+        finished = await self._mutate(task_id, change, known=known)
+        if finished is not None and finished.terminal:
+            log_task(outcome.status, finished)
+        return finished
 
     async def _mutate(
         self,
@@ -1123,7 +1134,9 @@ class TaskEngine:
                 status="cancelled", status_message=reason, input_requests={}, input_responses={}
             )
 
-        if await self._mutate(task_id, change, known=current) is not None:
+        cancelled = await self._mutate(task_id, change, known=current)
+        if cancelled is not None:
+            log_task("cancelled", cancelled)
             run = self._runs.get(task_id)
             if run is not None:
                 run.stop()

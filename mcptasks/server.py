@@ -12,7 +12,9 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit
 from mcptasks.ext import Lifespan, TasksExtension
+from mcptasks.http_hints import ProtocolVersionHint
 from mcptasks.limits import Limits
+from mcptasks.stdio_stop import serve_stdio
 from mcptasks.store.base import TaskStore
 from mcptasks.tool import FallbackMode, TaskTool, TaskToolOptions
 
@@ -100,8 +102,13 @@ class TaskServer:
     def streamable_http_app(
         self, *, path: str = "/mcp", host: str = "127.0.0.1", **options: Any
     ) -> Starlette:
-        """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn)."""
-        return self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+        """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn).
+
+        A request without `MCP-Protocol-Version` that the server rejects for want of a session
+        is told to send that header (see `mcptasks.http_hints`)."""
+        app = self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+        app.add_middleware(ProtocolVersionHint)
+        return app
 
     def run(
         self,
@@ -112,9 +119,13 @@ class TaskServer:
         path: str = "/mcp",
         log_level: str = "warning",
     ) -> None:
-        """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`."""
+        """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`.
+
+        Ctrl-C (SIGINT) stops either transport with `KeyboardInterrupt`; SIGTERM stops it normally.
+        """
         if transport == "stdio":
-            anyio.run(self.mcp.run_stdio_async)
+            if anyio.run(serve_stdio, self.mcp.run_stdio_async):
+                raise KeyboardInterrupt
         elif transport == "http":
             anyio.run(self.serve_http, host, port, path, log_level)
         else:

@@ -9,6 +9,7 @@ Every wait is an `expect` on output or a bounded poll; nothing synchronises by s
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import re
@@ -236,6 +237,11 @@ def test_render_result_shows_text_or_structured_content() -> None:
     assert render_result(text) == "hi"
     structured = CallToolResult.model_validate({"content": [], "structuredContent": {"a": 1}})
     assert json.loads(render_result(structured)) == {"a": 1}
+    as_json = CallToolResult.model_validate({"content": [{"type": "text", "text": '{"a":[1,2]}'}]})
+    assert render_result(as_json) == '{"a":[1,2]}'  # piped: as the tool sent it
+    assert render_result(as_json, pretty=True) == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    assert render_result(structured) == '{"a": 1}'
+    assert render_result(structured, pretty=True) == '{\n  "a": 1\n}'
     image = CallToolResult.model_validate(
         {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}
     )
@@ -267,7 +273,7 @@ def test_plain_timestamped_lines_and_the_result_on_stdout(url: str) -> None:
     lines = done.stderr.splitlines()
     assert re.fullmatch(rf"mcptasks: task {TASK_ID} started \(Ctrl-C to cancel or detach\)", lines[0]), lines
     assert all(STAMPED.match(line) for line in lines[1:]), lines
-    assert lines[-1].split("] ", 1)[1].startswith("completed")
+    assert lines[-1].split("] ", 1)[1] == "completed"  # not the last working message
     assert any("] working: plain: " in line for line in lines)  # the statusMessage is shown
 
 
@@ -320,7 +326,7 @@ def test_without_a_terminal_elicitation_is_answered_cancel(
 ) -> None:
     status, out, err = run(capsys, "call", url, "confirm_delete", "filename=x.txt")
     assert (status, out) == (0, "kept x.txt\n")
-    assert "cannot ask without a terminal on stdin; answering cancel: Delete x.txt?" in err
+    assert "cannot ask without a terminal on stdin; skipped: Delete x.txt?" in err
 
 
 def test_detach_then_get_cancel_and_resume(url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -333,6 +339,7 @@ def test_detach_then_get_cancel_and_resume(url: str, capsys: pytest.CaptureFixtu
     state = task_state(capsys, url, task_id)
     assert state["taskId"] == task_id
     assert state["status"] == "working"
+    assert "resultType" not in state  # the task, not the tasks/get response around it
 
     status, out, err = run(capsys, "tasks", "cancel", url, "--", task_id)
     assert (status, out) == (0, f"cancellation requested; task {task_id} is cancelled\n"), err
@@ -435,10 +442,33 @@ def test_tasks_get_of_an_unknown_task_exits_3(url: str, capsys: pytest.CaptureFi
     one_error_line(err, "Unknown task")
 
 
-def test_an_unreachable_server_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = run(capsys, "call", f"http://127.0.0.1:{free_port()}/mcp", "greet")
+def test_an_unreachable_server_exits_3_naming_the_url(capsys: pytest.CaptureFixture[str]) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    for args in (("call", down, "greet"), ("tasks", "get", down, "some-task")):
+        status, _, err = run(capsys, *args)
+        assert status == 3
+        one_error_line(err, f"cannot connect to {down} (connection refused): is the server running there?")
+
+
+@pytest.mark.parametrize("path", ["/", "/sse", "/mcp/tools"])
+def test_a_wrong_path_names_the_likely_url(url: str, path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = url.removesuffix("/mcp")
+    status, _, err = run(capsys, "call", base + path, "greet")
     assert status == 3
-    one_error_line(err, "ConnectError")
+    one_error_line(err, f"no MCP endpoint at {base + path} (HTTP 404 Not Found)", f"try {url}")
+
+
+def test_a_request_without_the_protocol_header_is_told_the_header(url: str) -> None:
+    import httpx2
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    response = httpx2.post(url, json=body, headers=headers, timeout=TIMEOUT)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert message.startswith("Bad Request: Missing session ID"), message
+    assert "send the header 'MCP-Protocol-Version: 2026-07-28'" in message
+    assert int(response.headers["content-length"]) == len(response.content)
 
 
 def test_over_stdio() -> None:
@@ -494,24 +524,26 @@ def test_a_server_crash_prints_the_resume_command_and_resume_finds_the_truth(
 # -- on a terminal ---------------------------------------------------------------------------------
 
 
-def test_terminal_prompts_for_elicitation(url: str) -> None:
+YES_NO = "Delete the file? [y/n] (or d: decline, s: skip): "
+
+
+def test_a_single_boolean_is_one_prompt(url: str) -> None:
     child = on_terminal("call", url, "confirm_delete", "filename=notes.txt")
     child.expect_exact("? Delete notes.txt?")
-    child.expect_exact("[a]ccept, [d]ecline or [c]ancel? [a] ")
-    child.sendline("a")
-    child.expect_exact("(Delete the file?) [y/n]: ")
+    child.expect_exact(YES_NO)
     child.sendline("maybe")
-    child.expect_exact("answer y or n")
-    child.expect_exact("[y/n]: ")
+    child.expect_exact("answer y or n (or d to decline, s to skip)")
+    child.expect_exact(YES_NO)
     child.sendline("y")
     child.expect_exact("deleted notes.txt")
     assert finish(child) == 0
 
 
-def test_terminal_declines(url: str) -> None:
+@pytest.mark.parametrize("answer", ["n", "d", "decline", "s", "skip"])
+def test_a_single_boolean_answered_no_declined_or_skipped(url: str, answer: str) -> None:
     child = on_terminal("call", url, "confirm_delete", "filename=keep.txt")
-    child.expect_exact("[a]ccept, [d]ecline or [c]ancel? [a] ")
-    child.sendline("d")
+    child.expect_exact(YES_NO)
+    child.sendline(answer)
     child.expect_exact("kept keep.txt")
     assert finish(child) == 0
 
@@ -521,14 +553,14 @@ def test_terminal_prompts_for_two_inputs_one_at_a_time(url: str) -> None:
     answered: set[str] = set()
     while len(answered) < 2:
         which = child.expect_exact(["? Your name?", "? Go ahead?"])
-        child.expect_exact("[a]ccept, [d]ecline or [c]ancel? [a] ")
-        child.sendline("")  # the default: accept
         if which == 0:
+            child.expect_exact("[a]ccept, [d]ecline or [s]kip? [a] ")
+            child.sendline("")  # the default: accept
             child.expect_exact("Name: ")
             child.sendline("Ada")
             answered.add("name")
         else:
-            child.expect_exact("[y/n]: ")
+            child.expect_exact("[y/n] (or d: decline, s: skip): ")
             child.sendline("yes")
             answered.add("go")
     child.expect_exact("Ada says go")
@@ -556,8 +588,12 @@ def test_ctrl_c_then_detach_prints_the_resume_command(url: str, capsys: pytest.C
     child = on_terminal("call", url, "slow_compute", "seconds=120")
     task_id = started(child)
     child.sendintr()
-    child.expect_exact("[c]ancel it, [d]etach (leave it running), or [w]ait? [w] ")
-    child.sendline("d")
+    child.expect_exact(f"Task {task_id} is still running.")
+    child.expect_exact("[c]ancel the task, [l]eave it running (detach), or [w]ait? [w] ")
+    child.sendline("x")
+    child.expect_exact("answer c (cancel the task), l (leave it running) or w (wait)")
+    child.expect_exact("[w] ")
+    child.sendline("l")
     child.expect_exact(f"mcptasks call {url} slow_compute --resume={task_id}")
     assert finish(child) == 130
     assert task_state(capsys, url, task_id)["status"] == "working"
@@ -585,6 +621,26 @@ def test_ctrl_c_then_wait_keeps_following(url: str) -> None:
     assert finish(child) == 0
 
 
+def test_ctrl_c_during_a_question_keeps_it_and_waiting_asks_again(url: str) -> None:
+    child = on_terminal("call", url, "confirm_delete", "filename=q.txt")
+    child.logfile_read = transcript = io.StringIO()
+    child.expect(rf"task ({TASK_ID}) started")
+    task_id = str(child.match.group(1))
+    child.expect_exact(YES_NO)
+    child.sendintr()
+    child.expect_exact(f"Task {task_id} is waiting for your answer to: Delete q.txt?")
+    child.expect_exact("or [w]ait and answer? [w] ")
+    after_prompt = transcript.getvalue().rsplit(YES_NO, 1)[1]
+    # The prompt line is ended, not erased: a line break comes before any erase-line sequence.
+    assert after_prompt.index("\n") < after_prompt.find("\x1b[K") % len(after_prompt), repr(after_prompt)
+    child.sendline("")
+    child.expect_exact("? Delete q.txt?")
+    child.expect_exact(YES_NO)
+    child.sendline("y")
+    child.expect_exact("deleted q.txt")
+    assert finish(child) == 0
+
+
 def test_ctrl_c_twice_detaches(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     child = on_terminal("call", url, "slow_compute", "seconds=120")
     task_id = started(child)
@@ -594,3 +650,26 @@ def test_ctrl_c_twice_detaches(url: str, capsys: pytest.CaptureFixture[str]) -> 
     child.expect_exact(f"--resume={task_id}")
     assert finish(child) == 130
     assert run(capsys, "tasks", "cancel", url, "--", task_id)[0] == 0
+
+
+# -- structured results ----------------------------------------------------------------------------
+
+
+def test_structured_results_are_indented_on_a_terminal_and_one_line_when_piped(tmp_path: Path) -> None:
+    steps = json.dumps([[sys.executable, "-c", "print('step ok')"]])
+    env = clean_env(JOB_RUNNER_STEPS_TEST=steps)
+    port = free_port()
+    with serving_http(
+        ROOT / "examples" / "job_runner.py", port=port, log=tmp_path / "job-runner.log", env=env
+    ):
+        url = f"http://127.0.0.1:{port}/mcp"
+        child = on_terminal("call", url, "run_pipeline", "kind=test")
+        child.expect_exact("Publish the artifacts of this run? [y/n] (or d: decline, s: skip): ")
+        child.sendline("n")
+        child.expect_exact('{\r\n  "kind": "test",\r\n  "exit_code": 0,')
+        assert finish(child) == 0
+        piped = cli("call", url, "run_pipeline", "kind=test")
+    assert piped.returncode == 0, piped.stderr
+    (line,) = piped.stdout.splitlines()
+    report = json.loads(line)
+    assert (report["kind"], report["exit_code"], report["published"]) == ("test", 0, False)

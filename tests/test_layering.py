@@ -37,6 +37,7 @@ ENGINE_MODULES = [
     "mcptasks.instances",
     "mcptasks.outages",
     "mcptasks.heartbeat",
+    "mcptasks.tasklog",
     "mcptasks.protocol",
     "mcptasks.store",
     "mcptasks.store.base",

@@ -46,11 +46,18 @@ from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
-import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from anyio.streams.memory import MemoryObjectSendStream
 
 from mcptasks.store.base import RECORD_COLUMNS, TaskExists, TaskRecord
 from mcptasks.store.sqlite import SchemaVersionError
+from mcptasks.store.url import MissingExtra
+
+try:
+    import asyncpg  # type: ignore[import-untyped,unused-ignore]
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv without the extra
+    if (exc.name or "").partition(".")[0] != "asyncpg":
+        raise
+    raise MissingExtra("PostgreSQL", "asyncpg", "postgres") from exc
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresTaskStore", "SchemaVersionError"]
 

@@ -52,13 +52,20 @@ from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
-import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mcptasks.store.base import TaskExists, TaskRecord
+from mcptasks.store.url import MissingExtra, redact_url
+
+try:
+    import redis.asyncio as aioredis
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv without the extra
+    if (exc.name or "").partition(".")[0] != "redis":
+        raise
+    raise MissingExtra("Redis", "redis", "redis") from exc
 
 __all__ = [
     "CLAIM_LOG_TTL_MS",
@@ -327,22 +334,6 @@ def _float(value: float) -> str:
 
 def _call_id() -> str:
     return os.urandom(12).hex()
-
-
-def redact_url(url: str) -> str:
-    """`url` with any password replaced by `***` (for messages and reprs)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port is not None else ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-    except ValueError:
-        return "<unparsable redis URL>"
 
 
 class _Subscription:

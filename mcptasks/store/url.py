@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import sqlite3
+import sys
+from urllib.parse import urlsplit, urlunsplit
 
 from mcptasks.store.base import TaskStore
 
@@ -14,6 +16,70 @@ SUPPORTED_SCHEMES = (
     "redis://host:port/db",
     "postgresql://user@host:port/database",
 )
+
+
+class MissingExtra(ImportError):
+    """A store backend's client library is not installed; the message names the pip command."""
+
+    def __init__(self, backend: str, package: str, extra: str) -> None:
+        super().__init__(
+            f"the {backend} store needs the {package!r} package, which is not installed: "
+            f"pip install 'mcptasks[{extra}]'",
+            name=package,
+        )
+        self.extra = extra
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***` (for messages, logs and reprs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port is not None else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def describe_store(store: TaskStore) -> str:
+    """A URL-like name for `store` without any password (the class name for custom stores)."""
+    from mcptasks.store.memory import MemoryTaskStore
+    from mcptasks.store.sqlite import SqliteTaskStore
+
+    if isinstance(store, MemoryTaskStore):
+        return "memory://"
+    if isinstance(store, SqliteTaskStore):
+        return f"sqlite:///{store.path}"
+    # The server stores' modules are loaded only if such a store exists, so look them up there.
+    postgres = sys.modules.get("mcptasks.store.postgres")
+    if postgres is not None and isinstance(store, postgres.PostgresTaskStore):
+        return f"postgresql://{store.url}?schema={store.schema}"  # `url` has no password
+    redis = sys.modules.get("mcptasks.store.redis")
+    if redis is not None and isinstance(store, redis.RedisTaskStore):
+        return redact_url(store.url)
+    return type(store).__name__
+
+
+def store_error_hint(exc: BaseException) -> str:
+    """What to do about a store (or an SQLite ledger) that failed to open with `exc`."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.DatabaseError):
+        if "readonly" in text or "unable to open" in text or "read-only" in text:
+            return "make the file and its directory writable by this user, or choose another path"
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return "it is not an SQLite file written by mcptasks, or it is damaged: choose another path"
+    if isinstance(exc, PermissionError):
+        return "make the file and its directory writable by this user, or choose another path"
+    if isinstance(exc, FileNotFoundError):
+        return "create the directory first, or choose another path"
+    if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
+        return "check that the server is running and that the URL's host, port and credentials are right"
+    return "check the store URL"
 
 
 def store_from_url(url: str) -> TaskStore:
