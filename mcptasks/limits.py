@@ -11,6 +11,18 @@ TOO_MANY_TASKS = -32000
 """JSON-RPC error code of a create refused by `max_active_per_owner` / `max_active`."""
 
 
+_COUNTS = frozenset(
+    {
+        "max_active_per_owner",
+        "max_active",
+        "max_result_bytes",
+        "max_status_length",
+        "max_input_requests",
+        "threads",
+    }
+)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds on what tasks may use; pass one as `TaskEngine(limits=...)` (or to `TaskServer`).
@@ -50,6 +62,8 @@ class Limits:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"Limits.{spec.name} must be a finite number, got {value!r}")
+            if spec.name in _COUNTS and not isinstance(value, int):
+                raise ValueError(f"Limits.{spec.name} must be a whole number, got {value!r}")
             if spec.name == "status_interval" and value == 0:
                 continue
             if value <= 0:

@@ -271,3 +271,23 @@ async def test_a_body_raising_system_exit_before_its_task_exists(meta: dict[str,
             await protocol.call_tool("early", {}, meta=meta)
         assert refused.value.data == {"reason": "aborted", "exception": "SystemExit"}
         assert engine.active_runs == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("threads", 0, "must be positive"),
+        ("threads", 2.5, "must be a whole number"),
+        ("max_result_bytes", float("inf"), "must be a finite number"),
+        ("status_interval", -1, "must be positive"),
+        ("max_active", True, "must be a finite number"),
+    ],
+)
+def test_limits_reject_nonsense(field: str, value: Any, problem: str) -> None:
+    with pytest.raises(ValueError, match=f"Limits.{field} {problem}"):
+        Limits(**{field: value})
+
+
+def test_limits_accept_none_for_unbounded_and_zero_status_interval() -> None:
+    limits = Limits(max_active=None, max_active_per_owner=None, blocking_threshold=None, status_interval=0)
+    assert limits.max_active is None and limits.status_interval == 0
