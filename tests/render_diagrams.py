@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DIAGRAMS = ROOT / "docs" / "diagrams"
 CACHE = ROOT / ".mermaid"
 MERMAID_VERSION = "11.17.2"
-MARK = re.compile(r"^<!-- rendered from (?P<source>\S+) by tests/render_diagrams\.py; source sha256 (?P<hash>[0-9a-f]{64}) -->\n")
+MARK = re.compile(
+    r"^<!-- rendered from (?P<source>\S+) by tests/render_diagrams\.py; source sha256 (?P<hash>[0-9a-f]{64}) -->\n"
+)
 CONFIG = {
     "startOnLoad": False,
     "theme": "default",
