@@ -677,6 +677,36 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         assert text(finished["result"]) == "2026-10 closed"
 
 
+def _shown_curl(page: Path) -> list[str]:
+    """The one `curl` command shown on `page`, as words (continuation lines joined)."""
+    (command,) = [block.code for block in blocks(page) if block.lang == "bash" and "curl " in block.code]
+    return shlex.split(command.replace("\\\n", " "))
+
+
+@exercises()
+@pytest.mark.slow
+def test_the_hand_written_http_request_works_as_shown() -> None:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    port = _free_port()
+    words = [
+        word.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for word in _shown_curl(DOCS / "concepts.md")
+    ]
+    assert words[0] == "curl" and "MCP-Protocol-Version: 2026-07-28" in words
+    serve = (str(BIN / "mcptasks"), "serve", "docs/snippets/concepts_reports.py", "--transport", "http")
+    with running(*serve, "--port", str(port), port=port):
+        shown = run(curl, "-sS", *words[1:], cwd=WIRE)
+        assert shown.returncode == 0, shown.stderr
+        answer = json.loads(shown.stdout)
+        assert answer["result"]["resultType"] == "task" and answer["result"]["status"] == "working", answer
+
+        header = words.index("MCP-Protocol-Version: 2026-07-28")
+        without = [*words[1 : header - 1], *words[header + 1 :]]
+        refused = run(curl, "-sS", "-o", os.devnull, "-w", "%{http_code}", *without, cwd=WIRE)
+        assert refused.stdout == "400", refused.stdout + refused.stderr
+
+
 @exercises("concepts_outcomes.py")
 async def test_concepts_outcomes() -> None:
     snippet = load_snippet("concepts_outcomes.py")
