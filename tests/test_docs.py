@@ -1,5 +1,9 @@
 """The documentation works: every runnable snippet runs, and the site builds with zero warnings.
 
+The pages keep their code in the Markdown. The tutorial, home page and README are the source of their
+code (`doc_blocks` rebuilds each tutorial step from the page); the other pages show the files under
+`docs/snippets/` whole, kept equal to them by `python tests/sync_docs.py`.
+
 (a) Each `docs/snippets/*.py` is loaded as a fresh module (or run by pytest in a subprocess, for the
     snippets that are test files), and the servers it defines are driven through the official SDK's
     in-process client (`mcp.Client(app.mcp, extensions=[advertise(EXTENSION_ID)])` plus typed
@@ -38,6 +42,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import pytest
+import sync_docs
 from doc_blocks import blocks, build_file, write_file
 from mcp import Client
 from sdk_helpers import (
@@ -102,10 +107,19 @@ def test_every_snippet_is_exercised() -> None:
     assert EXERCISED - on_disk == set(), "tests name snippets that do not exist"
 
 
-def test_every_snippet_is_shown_on_a_page() -> None:
-    pages = "\n".join(path.read_text() for path in DOCS.rglob("*.md"))
-    shown = set(re.findall(r'--8<-- "docs/snippets/([^":]+)', pages))
-    assert _snippet_files() - shown == set(), "snippets no page includes"
+def test_every_snippet_is_shown_whole_and_as_it_is() -> None:
+    """Pages show snippet code in the Markdown (no include lines), all of it, equal to the file."""
+    stale = [
+        str(page.relative_to(ROOT))
+        for page in sync_docs.pages()
+        if sync_docs.synced(page) != page.read_text()
+    ]
+    assert stale == [], "run: python tests/sync_docs.py"
+    refs = sync_docs.shown_refs()
+    shown = {ref.removeprefix("docs/snippets/").partition(":")[0] for ref in refs}
+    assert _snippet_files() - shown == set(), "snippets no page shows"
+    unshown = {name: sync_docs.unshown_lines(SNIPPETS / name, refs) for name in _snippet_files()}
+    assert {name: lines for name, lines in unshown.items() if lines} == {}, "code lines no page shows"
 
 
 # -- loading snippets and talking to their servers --------------------------------------------

@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Testing task tools with pytest, in process: the server under test is the tutorial's ci.py.
 
 Put this file next to ci.py and run:  pytest test_my_tools.py
@@ -8,17 +9,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import pytest
 import ci
+import pytest
+from ci import run_pipeline
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
-from ci import run_pipeline
 
 from mcptasks import Elicit, Result, TaskServer
 from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
+# --8<-- [end:head]
 
 
 # --8<-- [start:fixtures]
