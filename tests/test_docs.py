@@ -500,11 +500,40 @@ def _cli_has(command: str) -> bool:
     return run(str(BIN / "mcptasks"), command, "--help").returncode == 0
 
 
-def _step_5_commands(port: int) -> list[list[str]]:
-    """The commands step 5 shows (bash blocks and `$` lines), for a server on `port`."""
+async def _hello_through(client: Client) -> str:
+    from mcptasks.client import TaskHandle, start_tool_call
+
+    handle = await start_tool_call(client, "hello", {"name": "Ada"})
+    assert isinstance(handle, TaskHandle)
+    return sdk_text(await handle.result())
+
+
+@exercises()
+@pytest.mark.slow
+async def test_tutorial_step_1_commands(tmp_path: Path) -> None:
+    """Both serve commands of step 1, run as shown next to the reader's hello.py, called by the SDK."""
+    from mcp import StdioServerParameters
+
+    from mcptasks.client import TasksClient
+
+    write_file(TUTORIAL, "hello.py", tmp_path, through="Step 1")
+    port = _free_port()
+    stdio, http = _shown_commands("Step 1", port)
+    assert stdio[1:] == ["serve", "hello.py"] and http[1:3] == ["serve", "hello.py"]
+    fast = TasksClient(max_poll_interval=0.05)
+    params = StdioServerParameters(command=stdio[0], args=stdio[1:], cwd=str(tmp_path))
+    async with Client(params, extensions=[fast]) as client:
+        assert await _hello_through(client) == "Hello, Ada!"
+    with running(*http, port=port, cwd=tmp_path):
+        async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[fast]) as client:
+            assert await _hello_through(client) == "Hello, Ada!"
+
+
+def _shown_commands(step: str, port: int) -> list[list[str]]:
+    """The commands a tutorial step shows (bash blocks and `$` lines), for a server on `port`."""
     commands = []
     for block in blocks(TUTORIAL):
-        if not block.section.startswith("Step 5") or block.lang not in ("bash", "console"):
+        if not block.section.startswith(step) or block.lang not in ("bash", "console"):
             continue
         for line in block.code.splitlines():
             if block.lang == "console":
@@ -524,7 +553,7 @@ def test_tutorial_step_5_commands(tmp_path: Path) -> None:
     write_file(TUTORIAL, "ci.py", tmp_path, through="Step 4")
     write_file(TUTORIAL, "client.py", tmp_path)
     port = _free_port()
-    serve, client_script, call, detach, get, cancel = _step_5_commands(port)
+    serve, client_script, call, detach, get, cancel = _shown_commands("Step 5", port)
     assert serve[1:3] == ["serve", "ci.py"] and "sqlite:///ci-tasks.db" in serve
     with running(*serve, port=port, cwd=tmp_path):
         assert (tmp_path / "ci-tasks.db").is_file()
