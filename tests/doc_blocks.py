@@ -43,6 +43,7 @@ class Block:
 
     @property
     def where(self) -> str:
+        """`page.md:line`, for messages."""
         return f"{self.page.name}:{self.line}"
 
 

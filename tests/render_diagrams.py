@@ -115,6 +115,7 @@ def render_all() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    """Render every diagram (or with --check, only verify); see the module doc."""
     if argv == ["--check"]:
         problems = stale()
         for problem in problems:

@@ -123,6 +123,7 @@ def unshown_lines(path: Path, refs: set[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    """Rewrite (or with --check, only verify) every page; see the module doc."""
     check = argv == ["--check"]
     if argv and not check:
         print(__doc__, file=sys.stderr)
