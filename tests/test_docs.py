@@ -1,4 +1,4 @@
-"""The documentation works: every runnable snippet runs, and the site builds with zero warnings.
+"""The documentation works as displayed: the code every page shows is the code these tests run.
 
 The pages keep their code in the Markdown. The tutorial, home page and README are the source of their
 code (`doc_blocks` rebuilds each tutorial step from the page); the other pages show the files under
