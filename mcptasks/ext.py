@@ -61,7 +61,9 @@ async def _never_called(**kwargs: Any) -> Any:
     raise RuntimeError("task tool calls are answered by TasksExtension.intercept_tool_call")
 
 
-_UNUSED_METADATA = func_metadata(_never_called)
+# Unstructured on purpose: without it, Python 3.10 resolves the postponed `Any` return annotation
+# differently and the SDK publishes an output schema that no task tool's result matches.
+_UNUSED_METADATA = func_metadata(_never_called, structured_output=False)
 
 
 def current_owner() -> str:

@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Asking the client for input from inside a task (the Concepts page, "Input")."""
 
 from pydantic import BaseModel, Field
@@ -13,6 +14,9 @@ class Port(BaseModel):
 
 class Confirm(BaseModel):
     confirm: bool
+
+
+# --8<-- [end:head]
 
 
 # --8<-- [start:inputs]
@@ -45,8 +49,6 @@ async def imperative(ctx: TaskContext, path: str) -> str:
     return f"deleted {path}" if answer.accepted and answer.data.confirm else f"kept {path}"
 
 
-# --8<-- [end:inputs]
-
-
 if __name__ == "__main__":
     app.run()
+# --8<-- [end:inputs]

@@ -1,8 +1,10 @@
+# --8<-- [start:head]
 """How a task body ends, and what the client sees (the Concepts page, "Outcomes")."""
 
 from mcptasks import ProtocolError, Result, TaskContext, TaskServer, ToolError
 
 app = TaskServer("outcomes")
+# --8<-- [end:head]
 
 
 # --8<-- [start:result]
@@ -45,8 +47,6 @@ async def protocol_error():
     raise ProtocolError(-32050, "backend unavailable", {"retryable": True})
 
 
-# --8<-- [end:errors]
-
-
 if __name__ == "__main__":
     app.run()
+# --8<-- [end:errors]

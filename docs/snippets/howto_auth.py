@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Task ownership with authentication: each caller only ever sees its own tasks.
 
 Run it:  mcptasks serve docs/snippets/howto_auth.py --transport http --port 8000
@@ -13,6 +14,8 @@ from mcp_types import CallToolResult
 
 from mcptasks import Result, TaskServer
 from mcptasks.client import TasksClient
+
+# --8<-- [end:head]
 
 
 # --8<-- [start:verifier]
@@ -67,8 +70,6 @@ async def payroll_as(url: str, token: str, month: str) -> CallToolResult:
             return await client.call_tool("payroll_report", {"month": month})
 
 
-# --8<-- [end:client]
-
-
 if __name__ == "__main__":
     app.run("http", port=8000)
+# --8<-- [end:client]

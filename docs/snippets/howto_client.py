@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Calling task tools from Python with `mcptasks.client` (run against docs/snippets/concepts_reports.py).
 
 mcptasks serve docs/snippets/concepts_reports.py --transport http --port 8000
@@ -27,6 +28,9 @@ from mcptasks.client import (
 
 async def include_drafts(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
     return ElicitResult(action="accept", content={"include_drafts": True})
+
+
+# --8<-- [end:head]
 
 
 # --8<-- [start:transparent]
@@ -114,7 +118,6 @@ patient = TaskPolicy(
     stuck_after=600.0,  # no change for 10 minutes: cancel the task and raise TaskStuck
 )
 client_extension = TasksClient(patient)  # or TasksClient(stuck_after=600.0, ...)
-# --8<-- [end:policy]
 
 
 async def main(server: Any) -> None:
@@ -125,3 +128,4 @@ async def main(server: Any) -> None:
 
 if __name__ == "__main__":
     anyio.run(main, sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000/mcp")
+# --8<-- [end:policy]

@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """The Tasks extension on your own `MCPServer` (no `TaskServer`).
 
 Run it:  mcptasks serve docs/snippets/howto_extension.py:server --transport http --port 8000
@@ -11,6 +12,9 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcptasks import TaskContext, TasksExtension
+
+# --8<-- [end:head]
+
 
 # --8<-- [start:server]
 tasks = TasksExtension(store="memory://", poll_limit="delay")
@@ -50,8 +54,6 @@ def greet(name: str, ctx: Context) -> str:
     return f"{ctx.request_context.lifespan_context['greeting']}, {name}!"
 
 
-# --8<-- [end:lifespan-state]
-
-
 if __name__ == "__main__":
     server.run()
+# --8<-- [end:lifespan-state]

@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """The two-tool fallback: task tools for hosts that do not speak the Tasks extension.
 
 Run it:  mcptasks serve docs/snippets/howto_fallback.py --transport http --port 8000
@@ -7,6 +8,9 @@ import anyio
 from pydantic import BaseModel, Field
 
 from mcptasks import Elicit, Result, TaskServer
+
+# --8<-- [end:head]
+
 
 # --8<-- [start:server]
 app = TaskServer(
@@ -31,8 +35,6 @@ async def export_table(table: str):
     yield Result(f"exported {table} to exports/{table}.csv")
 
 
-# --8<-- [end:server]
-
-
 if __name__ == "__main__":
     app.run()
+# --8<-- [end:server]

@@ -1,8 +1,12 @@
+# --8<-- [start:head]
 """Choosing and configuring a task store (nothing here connects until the server starts)."""
 
 from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskServer, store_from_url
 from mcptasks.store.postgres import PostgresTaskStore
 from mcptasks.store.redis import RedisTaskStore
+
+# --8<-- [end:head]
+
 
 # --8<-- [start:urls]
 dev = TaskServer("reports")  # memory:// -- the default; gone when the process ends

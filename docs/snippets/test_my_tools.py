@@ -1,6 +1,7 @@
-"""Testing task tools with pytest, in process: the server under test is tutorial_3_approval.py.
+# --8<-- [start:head]
+"""Testing task tools with pytest, in process: the server under test is the tutorial's ci.py.
 
-pytest docs/snippets/test_my_tools.py
+Put this file next to ci.py and run:  pytest test_my_tools.py
 """
 
 from __future__ import annotations
@@ -8,17 +9,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import ci
 import pytest
-import tutorial_3_approval
+from ci import run_pipeline
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
-from tutorial_3_approval import run_pipeline
 
 from mcptasks import Elicit, Result, TaskServer
 from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
+# --8<-- [end:head]
 
 
 # --8<-- [start:fixtures]
@@ -30,7 +32,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def app() -> TaskServer:
     """A fresh server for every test: a new engine and an empty memory store."""
-    return importlib.reload(tutorial_3_approval).app
+    return importlib.reload(ci).app
 
 
 @pytest.fixture
