@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Writing robust task bodies: `def` bodies for blocking code, task groups inside the body,
 cancellation, and limits."""
 
@@ -7,6 +8,8 @@ import anyio
 from pydantic import BaseModel
 
 from mcptasks import Elicit, Limits, Result, TaskContext, TaskServer
+
+# --8<-- [end:head]
 
 # --8<-- [start:limits]
 app = TaskServer(
