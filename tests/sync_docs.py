@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 SNIPPETS = DOCS / "snippets"
 _MARKER = re.compile(r"^\s*# --8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]\s*$")
-_SHOWS = re.compile(r"^(?P<indent> *)<!-- shows (?P<ref>docs/snippets/[^ ]+) -->$")
-_INCLUDE = re.compile(r'^ *--8<-- "(?P<ref>docs/snippets/[^"]+)"$')
+_SHOWS = re.compile(r"^(?P<indent> *)<!-- shows (?P<ref>(?:docs/snippets|examples)/[^ ]+) -->$")
+_INCLUDE = re.compile(r'^ *--8<-- "(?P<ref>(?:docs/snippets|examples)/[^"]+)"$')
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})")
 
 
@@ -39,7 +39,7 @@ def pages() -> list[Path]:
 
 
 def source(ref: str) -> str:
-    """The code `ref` (`docs/snippets/FILE` or `docs/snippets/FILE:section`) stands for."""
+    """The code `ref` (`docs/snippets/FILE[:section]` or `examples/FILE[:section]`) stands for."""
     path, _, section = ref.partition(":")
     lines = (ROOT / path).read_text().splitlines()
     if not section:
