@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import Client, accept, serve
+from helpers import Client, accept, opted_in_meta, serve
 
 from mcptasks import (
     ANONYMOUS_OWNER,
@@ -141,3 +141,39 @@ async def test_a_rerun_after_a_lost_worker_starts_from_the_checkpoint(tmp_path: 
     assert final["status"] == "completed"
     assert final["result"]["structuredContent"] == {"job": "job-42", "attempt": 2}
     assert runs == [(2, {"job": "job-42"})]
+
+
+async def test_a_checkpoint_saved_before_the_task_existed_is_kept_by_the_task() -> None:
+    """Input rounds on the `tools/call` (MRTR) run before the task exists; a checkpoint saved
+    then is written into the task once it is created."""
+
+    @task_tool(input_before_task=True)
+    async def early(ctx: TaskContext):
+        await ctx.checkpoint({"phase": "before the task"})
+        answer = yield Elicit("name?", key="name", before_task=True)
+        yield "now in the task"
+        yield Result({"saved": ctx.saved, "name": answer.data, "task": ctx.task_id is not None})
+
+    meta = opted_in_meta()
+    meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = {}
+    store = MemoryTaskStore()
+    async with serve(early, store=store) as (_, protocol):
+        first = await protocol.call_tool("early", {}, meta=meta, owner=ANONYMOUS_OWNER)
+        assert first["resultType"] == "input_required"
+        created = await protocol.call_tool(
+            "early",
+            {},
+            meta=meta,
+            owner=ANONYMOUS_OWNER,
+            input_responses={"name": accept({"n": "Ada"})},
+            request_state=first["requestState"],
+        )
+        assert created["resultType"] == "task"
+        final = await Client(protocol).finish(created["taskId"])
+        record = await store.get(created["taskId"])
+    assert final["result"]["structuredContent"] == {
+        "saved": {"phase": "before the task"},
+        "name": {"n": "Ada"},
+        "task": True,
+    }
+    assert record is not None and record.checkpoint == {"phase": "before the task"}
