@@ -20,11 +20,13 @@ from typing import Annotated, Any
 import anyio
 import conformance_server as tasks_fixtures
 from mcp.server.mcpserver import Context, UserMessage
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import (
     AudioContent,
     Completion,
     CompletionArgument,
     CompletionContext,
+    ElicitResult,
     EmbeddedResource,
     ImageContent,
     InputRequiredResult,
@@ -41,7 +43,7 @@ from mcptasks import Elicit, Inputs, ListRoots, Result, Sample, TaskServer
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
-app = TaskServer("mcptasks-everything")
+app = TaskServer("mcptasks-everything", version="1.0.0")
 mcp = app.mcp
 
 # -- the tasks scenarios (greet first: a scenario calls the first listed tool with no arguments) --
@@ -130,6 +132,40 @@ def test_custom_header(
 ) -> str:
     """Echo `region`; the client mirrors it into the `Mcp-Param-Region` header."""
     return f"region: {region}"
+
+
+def test_dynamic_tool() -> str:
+    """Present only while `test_trigger_tool_change` has switched it on."""
+    return "dynamic"
+
+
+def test_dynamic_prompt() -> list[UserMessage]:
+    """Present only while `test_trigger_prompt_change` has switched it on."""
+    return [UserMessage("dynamic")]
+
+
+@app.tool()
+async def test_trigger_tool_change(ctx: Context) -> str:
+    """Add or remove `test_dynamic_tool`, then tell `subscriptions/listen` streams."""
+    listed = {tool.name for tool in await mcp.list_tools()}
+    if "test_dynamic_tool" in listed:
+        mcp.remove_tool("test_dynamic_tool")
+    else:
+        mcp.add_tool(test_dynamic_tool)
+    await ctx.notify_tools_changed()
+    return "tools changed"
+
+
+@app.tool()
+async def test_trigger_prompt_change(ctx: Context) -> str:
+    """Add or remove `test_dynamic_prompt`, then tell `subscriptions/listen` streams."""
+    listed = {prompt.name for prompt in await mcp.list_prompts()}
+    if "test_dynamic_prompt" in listed:
+        mcp.remove_prompt("test_dynamic_prompt")
+    else:
+        mcp.add_prompt(Prompt.from_function(test_dynamic_prompt))
+    await ctx.notify_prompts_changed()
+    return "prompts changed"
 
 
 # -- input before any task: MRTR rounds on tools/call (mcptasks task tools, no tasks extension) ---
@@ -307,8 +343,8 @@ def test_prompt_with_image() -> list[UserMessage]:
 def test_input_required_result_prompt(ctx: Context) -> list[UserMessage] | InputRequiredResult:
     """A prompt that asks the user for context first (prompts/get with input_required)."""
     answer = (ctx.input_responses or {}).get("user_context")
-    content = answer.get("content") if isinstance(answer, dict) else None
-    if not isinstance(content, dict) or not isinstance(content.get("context"), str):
+    content = answer.content if isinstance(answer, ElicitResult) and answer.action == "accept" else None
+    if not content or not isinstance(content.get("context"), str):
         schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
         request = {
             "method": "elicitation/create",
