@@ -14,12 +14,14 @@ Run it:  mcptasks serve examples/everything_server.py --transport http --port 80
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
-from typing import Annotated, Any
+import os
+from typing import Annotated, Any, Literal
 
 import anyio
 import conformance_server as tasks_fixtures
-from mcp.server.mcpserver import Context, UserMessage
+from mcp.server.mcpserver import Context, RequestStateSecurity, UserMessage
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import (
     AudioContent,
@@ -37,13 +39,20 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Inputs, ListRoots, Result, Sample, TaskServer
+from mcptasks import Elicit, Inputs, ListRoots, Result, Sample, TaskServer, task_tool
 
 # A 1x1 PNG and a tiny WAV header: the suite checks the content type, not the pixels.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
-app = TaskServer("mcptasks-everything", version="1.0.0")
+# Replicas behind one URL share both request-state keys (docs: how-to/scaling, "Shared secrets"):
+# MCPTASKS_SECRET (read by mcptasks itself) and the SDK's, here from MCP_REQUEST_STATE_KEY.
+STATE_KEY = os.environ.get("MCP_REQUEST_STATE_KEY")
+app = TaskServer(
+    "mcptasks-everything",
+    version="1.0.0",
+    request_state_security=RequestStateSecurity(keys=[STATE_KEY]) if STATE_KEY else None,
+)
 mcp = app.mcp
 
 # -- the tasks scenarios (greet first: a scenario calls the first listed tool with no arguments) --
@@ -94,7 +103,9 @@ def test_embedded_resource() -> list[EmbeddedResource]:
 def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedResource]:
     """Return text, an image and an embedded resource together."""
     resource = TextResourceContents(
-        uri="test://mixed-content-resource", mime_type="application/json", text='{"test": "data", "value": 123}'
+        uri="test://mixed-content-resource",
+        mime_type="application/json",
+        text='{"test": "data", "value": 123}',
     )
     return [
         TextContent(type="text", text="Multiple content types test:"),
@@ -166,6 +177,49 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
         mcp.add_prompt(Prompt.from_function(test_dynamic_prompt))
     await ctx.notify_prompts_changed()
     return "prompts changed"
+
+
+# The schema `tools/list` must show verbatim (JSON Schema 2020-12 keywords a signature cannot
+# express); the function's own signature still validates the arguments.
+SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@task_tool(name="json_schema_2020_12_tool", description="Tool with JSON Schema 2020-12 features")
+async def contact(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: Literal["phone", "email"] | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+):
+    """Say how `name` will be contacted."""
+    how = phone if contactMethod == "phone" else email
+    yield Result(f"{name or 'someone'}: {contactMethod or 'email'} {how or '(none given)'}")
+
+
+app.add_task_tool(dataclasses.replace(contact, input_schema=SCHEMA_2020_12))
 
 
 # -- input before any task: MRTR rounds on tools/call (mcptasks task tools, no tasks extension) ---
@@ -319,7 +373,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> list[UserMessage]:
 
 
 @mcp.prompt()
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:  # noqa: N803 (wire name)
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
     """A prompt that embeds the resource named by `resourceUri`."""
     resource = TextResourceContents(
         uri=resourceUri, mime_type="text/plain", text="Embedded resource content for testing."
