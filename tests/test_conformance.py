@@ -334,7 +334,7 @@ def test_replicas_answered_each_others_tasks(matrix: Matrix) -> None:
             assert all(per_replica), f"{name}: {method} reached only one replica: {per_replica}"
 
 
-CELL = {"pass": "✓", "warn": "⚠", "fail": "✗", "skipped": "–"}
+CELL = {"pass": "✓", "warn": "⚠", "fail": "✗", "skipped": "-"}
 
 
 def expected_table(matrix: Matrix) -> list[str]:
