@@ -6,9 +6,14 @@ Run it:  mcptasks serve examples/everything_server.py --transport http --port 80
 - The `input-required-result-*` tools are mcptasks task tools called *without* the tasks
   extension: their `yield Elicit/Sample/ListRoots` become synchronous `input_required` rounds
   (MRTR) with a signed `requestState`, exactly as for any optional task tool.
+- Two input fixtures are plain SDK handlers because what they test is outside a tool body:
+  `test_input_required_result_capabilities` picks its questions from the request's client
+  capabilities, and `test_input_required_result_prompt` asks for input on `prompts/get`.
 - Everything else (content types, progress, logging, resources, prompts, completions, the
-  `Mcp-Param-*` header tool) is an ordinary tool, resource or prompt of the underlying SDK
-  server, `app.mcp`.
+  `Mcp-Param-*` header tool, the list-changed triggers) is an ordinary tool, resource or prompt of
+  the underlying SDK server, `app.mcp`.
+
+docs/conformance.md shows what passes on which store; tests/test_conformance.py runs it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from typing import Annotated, Any, Literal
 import anyio
 import conformance_server as tasks_fixtures
 from mcp.server.mcpserver import Context, RequestStateSecurity, UserMessage
-from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import (
     AudioContent,
     Completion,
@@ -174,7 +178,7 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
     if "test_dynamic_prompt" in listed:
         mcp.remove_prompt("test_dynamic_prompt")
     else:
-        mcp.add_prompt(Prompt.from_function(test_dynamic_prompt))
+        mcp.prompt()(test_dynamic_prompt)
     await ctx.notify_prompts_changed()
     return "prompts changed"
 
