@@ -241,11 +241,20 @@ class Color(BaseModel):
     color: str
 
 
-@app.task_tool
-async def test_input_required_result_elicitation():
-    """Ask for a name, then greet."""
+async def greet_by_name():
+    """Ask for a name (key `user_name`), then greet."""
     answer = yield Elicit("What is your name?", schema=Name, key="user_name")
     yield Result(f"Hello, {answer.data.name}!" if answer.accepted and answer.data else "Hello, stranger!")
+
+
+# Three scenarios call the same question under different names: the basic round trip, a tampered
+# requestState (it fails its signature check), and a response stream that must carry no request.
+for fixture in (
+    "test_input_required_result_elicitation",
+    "test_input_required_result_tampered_state",
+    "test_streaming_elicitation",
+):
+    app.task_tool(name=fixture)(greet_by_name)
 
 
 @app.task_tool
@@ -290,20 +299,6 @@ async def test_input_required_result_multi_round():
     who = name.data.name if name.accepted and name.data else "someone"
     likes = color.data.color if color.accepted and color.data else "no color"
     yield Result(f"{who} likes {likes}")
-
-
-@app.task_tool
-async def test_input_required_result_tampered_state():
-    """Like the elicitation fixture; a tampered requestState fails its signature check."""
-    answer = yield Elicit("What is your name?", schema=Name, key="user_name")
-    yield Result(f"Hello, {answer.data.name}!" if answer.accepted and answer.data else "Hello, stranger!")
-
-
-@app.task_tool
-async def test_streaming_elicitation():
-    """Needs elicitation; asks through input_required, never with a request on the stream."""
-    answer = yield Elicit("What is your name?", schema=Name, key="user_name")
-    yield Result(f"Hello, {answer.data.name}!" if answer.accepted and answer.data else "Hello, stranger!")
 
 
 @app.task_tool(input_before_task=True)

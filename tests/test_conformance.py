@@ -19,10 +19,10 @@ server) when nothing listens on their port; they use a fresh key prefix / schema
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conformance_tools import CONFORMANCE_VERSION, install
-from processes import clean_env, free_port, serving_http
+from processes import clean_env, free_port, listening, serving_http
 from round_robin_proxy import RoundRobinProxy, round_robin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,15 +141,6 @@ class Deployment:
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
-def _listening(url: str, default_port: int) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _drop_redis_prefix(prefix: str) -> None:
     import redis
 
@@ -181,34 +172,23 @@ def store_url(backend: str, tmp: Path, deployment: Deployment) -> str | None:
         return "memory://"
     if backend == "sqlite":
         return f"sqlite:///{tmp / 'tasks.db'}"
-    unique = uuid.uuid4().hex[:12]
-    if backend == "redis":
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            deployment.skip = "redis-py is not installed (pip install 'mcptasks[redis]')"
-            return None
-        if not _listening(REDIS_URL, 6379):
-            deployment.skip = (
-                f"no Redis at {urlsplit(REDIS_URL).netloc}; start one with: {START_HINTS['redis']}"
-            )
-            return None
-        prefix = f"mcptasks-conformance-{unique}"
-        deployment.cleanup.append(lambda: _drop_redis_prefix(prefix))
-        return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
-    try:
-        import asyncpg  # noqa: F401
-    except ImportError:
-        deployment.skip = "asyncpg is not installed (pip install 'mcptasks[postgres]')"
+    module, url, port, option, drop = SHARED_STORES[backend]
+    if importlib.util.find_spec(module) is None:
+        deployment.skip = f"{module} is not installed (pip install 'mcptasks[{backend}]')"
         return None
-    if not _listening(POSTGRES_URL, 5432):
-        deployment.skip = (
-            f"no PostgreSQL at {urlsplit(POSTGRES_URL).netloc}; start it with: {START_HINTS['postgres']}"
-        )
+    if not listening(url, port):
+        deployment.skip = f"nothing listens at {urlsplit(url).netloc}; start it with: {START_HINTS[backend]}"
         return None
-    schema = f"mcptasks_conformance_{unique}"
-    deployment.cleanup.append(lambda: _drop_postgres_schema(schema))
-    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
+    name = f"mcptasks_conformance_{uuid.uuid4().hex[:12]}"
+    deployment.cleanup.append(lambda: drop(name))
+    return f"{url}{'&' if '?' in url else '?'}{option}={name}"
+
+
+SHARED_STORES: dict[str, tuple[str, str, int, str, Callable[[str], None]]] = {
+    "redis": ("redis", REDIS_URL, 6379, "prefix", _drop_redis_prefix),
+    "postgres": ("asyncpg", POSTGRES_URL, 5432, "schema", _drop_postgres_schema),
+}
+"""backend -> (driver module, server URL, default port, URL option naming the fresh space, its cleanup)."""
 
 
 def _enter_all(stack: ExitStack, managers: list[AbstractContextManager[Any]]) -> list[Any]:
