@@ -43,6 +43,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from processes import listening
 from sdk_helpers import RawClient, Tasks, tasks_extension
 
 from mcptasks.engine import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
@@ -79,24 +80,15 @@ def anyio_backend() -> str:
 # -- stores ------------------------------------------------------------------------------------
 
 
-def _listening(url: str, default_port: int) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module", params=["redis", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "redis":
         pytest.importorskip("redis", reason="redis-py is not installed (pip install redis)")
-        if not _listening(REDIS_URL, 6379):
+        if not listening(REDIS_URL, 6379):
             pytest.skip(f"no Redis at {urlsplit(REDIS_URL).netloc}; start one with: {REDIS_HINT}")
     else:
         pytest.importorskip("asyncpg", reason="asyncpg is not installed (pip install asyncpg)")
-        if not _listening(POSTGRES_URL, 5432):
+        if not listening(POSTGRES_URL, 5432):
             pytest.skip(
                 f"PostgreSQL is not reachable at {urlsplit(POSTGRES_URL).netloc}; start it with {POSTGRES_HINT}"
             )
