@@ -7,6 +7,7 @@ without the `mcp` SDK or the optional database drivers.
 
 from typing import TYPE_CHECKING, Any
 
+from mcptasks.capabilities import InputCapability
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
@@ -27,6 +28,7 @@ from mcptasks.yields import (
     Sample,
     SampleResult,
     Status,
+    Unsupported,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ __all__ = [
     "Elicit",
     "Elicitation",
     "FallbackMode",
+    "InputCapability",
     "InputRequest",
     "Inputs",
     "InvalidAnswer",
@@ -134,6 +137,7 @@ __all__ = [
     "TasksProtocol",
     "ToolError",
     "UnknownTask",
+    "Unsupported",
     "__version__",
     "start_tool_call",
     "store_from_url",

@@ -11,13 +11,14 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from mcptasks.capabilities import gated
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
@@ -456,6 +457,7 @@ class TaskEngine:
         validated: dict[str, Any] | None = None,
         prepared: tuple[Any, TaskContext, Pending | None] | None = None,
         idempotency_key: str | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
 
@@ -463,7 +465,8 @@ class TaskEngine:
         `InvalidArguments` and create nothing. `prepared` hands over a body already started by
         synchronous input rounds (its context and the yield it stopped at). With an
         `idempotency_key` that `owner` already used for a live task, that task is returned and
-        nothing new runs.
+        nothing new runs. `client_capabilities` (stored with the task) limits the body's input
+        requests to those capabilities (see `mcptasks.capabilities`); None does not limit them.
         """
         task_group = self._task_group
         if task_group is None:
@@ -480,6 +483,7 @@ class TaskEngine:
             arguments=dict(arguments or {}),
             runner=self.instance_id if run_here else None,
             idempotency_key=idempotency_key,
+            client_capabilities=None if client_capabilities is None else dict(client_capabilities),
         )
         run = _TaskRun(self, record.task_id, record.expires_at) if run_here else None
         if run is not None:
@@ -507,6 +511,14 @@ class TaskEngine:
             run.record = record
             task_group.start_soon(self._execute, tool, args, run, owner, prepared)
         return record
+
+    def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run `job` in the engine's task group: it outlives the request that started it and is
+        cancelled when the engine stops. `RuntimeError` when the engine is not running."""
+        task_group = self._task_group
+        if task_group is None:
+            raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
+        task_group.start_soon(job)
 
     async def settled(self, task_id: str, *, checkpoints: int = 3) -> Outcome | None:
         """Give a just-started body a few scheduler turns; its outcome if it already finished.
@@ -580,13 +592,15 @@ class TaskEngine:
                     ttl = run.expires_at - time.time()
                     margin = min(1.0, max(ttl, 0.0) * 0.05)
                     scope.deadline = anyio.current_time() + ttl - margin
+                declared = run.record.client_capabilities if run.record is not None else None
+                channel = gated(run, declared, tool.name)
                 if prepared is None:
-                    context = TaskContext(run, owner=owner, tool=tool.name)
+                    context = TaskContext(channel, owner=owner, tool=tool.name)
                     body, pending = tool.open_body(args, context), None
                 else:
                     body, context, pending = prepared
-                    context._rebind(run)
-                outcome = await run_body(body, run, tool.name, pending=pending)
+                    context._rebind(channel)
+                outcome = await run_body(body, channel, tool.name, pending=pending)
             if scope.cancelled_caught:
                 if run.stop_outcome is not None:
                     outcome = run.stop_outcome

@@ -27,7 +27,7 @@ from mcp import Client
 from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from pydantic import ConfigDict
-from sdk_helpers import text, the_input_request
+from sdk_helpers import answered_by_hand, text, the_input_request
 
 from mcptasks import Result as TaskResult
 from mcptasks import TaskServer, ToolError
@@ -158,10 +158,12 @@ def load_example(name: str) -> ModuleType:
 
 
 @asynccontextmanager
-async def connect(app: TaskServer, *, tasks: bool = True) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to `app`, advertising the tasks extension (or not)."""
+async def connect(app: TaskServer, *, tasks: bool = True, elicitation: bool = True) -> AsyncIterator[Tasks]:
+    """An SDK client connected in process to `app`, advertising the tasks extension (or not) and
+    `elicitation` (or not; the tests answer questions by hand through `tasks/update`)."""
     extensions = [advertise(EXTENSION_ID)] if tasks else []
-    async with Client(app.mcp, extensions=extensions) as client:
+    callback = answered_by_hand if elicitation else None
+    async with Client(app.mcp, extensions=extensions, elicitation_callback=callback) as client:
         yield Tasks(client)
 
 

@@ -47,6 +47,9 @@ class TaskRecord:
     """How many times the body has been started (re-runs after a lost worker raise it)."""
     idempotency_key: str | None = None
     """Client-chosen key: a second create with the same (owner, key) returns the first task."""
+    client_capabilities: dict[str, Any] | None = None
+    """The input capabilities (`elicitation`, `sampling`, `roots`) the creating request declared;
+    the body may only ask for input through these. None: not restricted."""
     version: int = 0
 
     def __post_init__(self) -> None:
