@@ -87,6 +87,24 @@ async def answered_by_hand(context: ClientRequestContext, params: ElicitRequestP
     raise AssertionError("the test answers input requests by hand through tasks/update")
 
 
+async def sampled_by_hand(context: ClientRequestContext, params: Any) -> ErrorData:
+    """A sampling callback for tests that answer by hand: the SDK client then declares `sampling`."""
+    raise AssertionError("the test answers input requests by hand through tasks/update")
+
+
+async def roots_by_hand(context: ClientRequestContext) -> ErrorData:
+    """A roots callback for tests that answer by hand: the SDK client then declares `roots`."""
+    raise AssertionError("the test answers input requests by hand through tasks/update")
+
+
+BY_HAND: dict[str, Any] = {
+    "elicitation_callback": answered_by_hand,
+    "sampling_callback": sampled_by_hand,
+    "list_roots_callback": roots_by_hand,
+}
+"""SDK `Client` options declaring every input capability, for tests that answer by hand."""
+
+
 def tasks_extension() -> Any:
     """The client extension entry that advertises `io.modelcontextprotocol/tasks` on every request."""
     return advertise(EXTENSION_ID)

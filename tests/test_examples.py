@@ -159,11 +159,13 @@ def load_example(name: str) -> ModuleType:
 
 
 @asynccontextmanager
-async def connect(app: TaskServer, *, tasks: bool = True, elicitation: bool = True) -> AsyncIterator[Tasks]:
+async def connect(
+    app: TaskServer, *, tasks: bool = True, elicitation: bool | None = None
+) -> AsyncIterator[Tasks]:
     """An SDK client connected in process to `app`, advertising the tasks extension (or not) and
-    `elicitation` (or not; the tests answer questions by hand through `tasks/update`)."""
+    `elicitation` (default: with tasks; the tests answer questions by hand through `tasks/update`)."""
     extensions = [advertise(EXTENSION_ID)] if tasks else []
-    callback = answered_by_hand if elicitation else None
+    callback = answered_by_hand if (tasks if elicitation is None else elicitation) else None
     async with Client(app.mcp, extensions=extensions, elicitation_callback=callback) as client:
         yield Tasks(client)
 

@@ -29,6 +29,7 @@ from mcp_types import (
     TextContent,
 )
 from sdk_helpers import (
+    BY_HAND,
     PROTOCOL_ERROR_CODE,
     AnyResult,
     HostApp,
@@ -219,14 +220,8 @@ async def test_an_invalid_answer_is_asked_again_under_a_fresh_key() -> None:
 
 
 async def test_sampling_and_roots_through_tasks_update() -> None:
-    async def sampled_by_hand(context: ClientRequestContext, params: Any) -> ErrorData:
-        raise AssertionError("the test answers by hand")
-
-    async def roots_by_hand(context: ClientRequestContext) -> ErrorData:
-        raise AssertionError("the test answers by hand")
-
     host = HostApp()
-    async with opted_in(host, sampling_callback=sampled_by_hand, list_roots_callback=roots_by_hand) as tasks:
+    async with opted_in(host, **BY_HAND) as tasks:
         task_id = (await tasks.start("summarize", {"topic": "logs"}))["taskId"]
         ((key, request),) = (await tasks.wait_input(task_id, count=1))["inputRequests"].items()
         assert request == {
