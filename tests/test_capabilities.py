@@ -181,6 +181,34 @@ async def test_tasks_created_without_capability_information_are_not_restricted()
     assert len(waiting["inputRequests"]) == 1
 
 
+@task_tool(input_before_task=True, poll_interval=0.05)
+async def confirm_first():
+    """Input before the task: a required question, then an optional one."""
+    must = yield Elicit("Start?", before_task=True, required=True, key="start")
+    maybe = yield Sample("hint?", before_task=True, key="hint")
+    yield Result([must.action, isinstance(maybe, Unsupported)])
+
+
+async def test_before_task_rounds_follow_the_same_rule() -> None:
+    store = MemoryTaskStore()
+    async with serve(confirm_first, store=store) as (_, protocol):
+        refused = await raises(protocol.call_tool("confirm_first", {}, meta=meta("sampling")))
+        assert len(store) == 0
+        first = await protocol.call_tool("confirm_first", {}, meta=meta("elicitation"))
+        assert list(first["inputRequests"]) == ["start"]  # the sampling question is not sent
+        created = await protocol.call_tool(
+            "confirm_first",
+            {},
+            meta=meta("elicitation"),
+            input_responses={"start": accept({})},
+            request_state=first["requestState"],
+        )
+        done = await finish(protocol, created["taskId"])
+    assert refused.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert refused.data == {"requiredCapabilities": {"elicitation": {}}}
+    assert done["result"]["structuredContent"] == {"result": ["accept", True]}
+
+
 # -- required capabilities declared by the tool ------------------------------------------------
 
 
