@@ -127,15 +127,15 @@ class SyncRounds:
         return ReplayChannel(self.tool.name, self.answers, allowed=allowed)
 
     def input_required(
-        self, needed: InputNeeded, answers: Mapping[str, Any], *, parked: str | None = None
+        self, requests: dict[str, dict[str, Any]], answers: Mapping[str, Any], *, parked: str | None = None
     ) -> dict[str, Any]:
-        """The `input_required` result for a round that stopped at `needed` with `answers` gathered."""
+        """The `input_required` result asking `requests`, with the `answers` gathered so far."""
         state: dict[str, Any] = {"tool": self.tool.name, "args": self.digest, "answers": dict(answers)}
         if parked is not None:
             state["parked"] = parked
         return {
             "resultType": "input_required",
-            "inputRequests": needed.requests,
+            "inputRequests": requests,
             "requestState": self.codec.encode(state),
         }
 

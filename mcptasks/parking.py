@@ -12,6 +12,7 @@ calls it as a task instead.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,7 +21,10 @@ import anyio
 
 from mcptasks.driver import Outcome
 from mcptasks.mrtr import ReplayChannel
+from mcptasks.results import error_result
 from mcptasks.yields import InputRequest
+
+logger = logging.getLogger("mcptasks")
 
 
 class _SessionChannel(ReplayChannel):
@@ -74,10 +78,19 @@ class InlineSession:
         self._resumed = anyio.Event()
 
     async def run(self, body: Callable[[], Any]) -> None:
-        """Run `body()` (which returns the `Outcome`) inside this session's cancel scope."""
+        """Run `body()` (which returns the `Outcome`) inside this session's cancel scope.
+
+        It runs in the engine's task group, so an odd `BaseException` from a tool body becomes
+        the call's tool error here instead of taking the engine down.
+        """
         try:
             with self.scope:
                 self.outcome = await body()
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            logger.error("task tool %r raised %s", self.tool, type(exc).__name__, exc_info=exc)
+            self.outcome = Outcome("completed", result=error_result(f"{type(exc).__name__}: {exc}"))
         finally:
             self.needed = None
             self.calls.forget(self)

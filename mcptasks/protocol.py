@@ -367,7 +367,7 @@ class TasksProtocol:
             try:
                 prepared = await advance_to_task(channel, tool.open_body(validated, context), context)
             except InputNeeded as needed:
-                return rounds.input_required(needed, replay.answers)
+                return rounds.input_required(needed.requests, replay.answers)
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -437,11 +437,11 @@ class TasksProtocol:
             return _inline_result(session.outcome)
         answers = dict(session.channel.answers)
         if self.parked.park(session):
-            return rounds.input_required(InputNeeded(needed), answers, parked=session.id)
+            return rounds.input_required(needed, answers, parked=session.id)
         session.cancel()
         if not tool.replay_safe:
             raise not_replay_safe_error(tool.name)
-        return rounds.input_required(InputNeeded(needed), answers)
+        return rounds.input_required(needed, answers)
 
     def _rounds(
         self,

@@ -282,6 +282,31 @@ async def test_engine_shutdown_closes_kept_bodies() -> None:
     assert counter.closed.is_set()
 
 
+class Odd(BaseException):
+    """Not an Exception: what careless tool code sometimes raises."""
+
+
+async def test_a_base_exception_from_a_kept_body_is_a_tool_error_and_the_server_keeps_serving() -> None:
+    @task_tool
+    async def odd():
+        answer = yield Elicit("Go?")
+        raise Odd(f"odd after {answer.action}")
+
+    counter = Counter()
+    store = MemoryTaskStore()
+    engine = TaskEngine(store)
+    server = TasksProtocol(engine, [odd, *tools(counter)])
+    async with engine:
+        first = await call(server, "odd")
+        broken = await call(
+            server, "odd", input_responses={"input-1": accept({})}, request_state=first["requestState"]
+        )
+        again = await call(server, "deploy", arguments={"target": "z"})
+    assert broken["isError"] is True
+    assert "odd after accept" in text_of(broken)
+    assert again["resultType"] == "input_required"
+
+
 def test_replay_safe_false_cannot_be_combined_with_input_before_task() -> None:
     with pytest.raises(ValueError, match="replay_safe"):
 
