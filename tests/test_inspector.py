@@ -63,6 +63,23 @@ def run_inspector(command: list[str], *args: str, home: Path, timeout: float = 1
     return result
 
 
+def tool_call(era: str, tool: str, arguments: dict[str, Any], url: str, *extra: str) -> list[str]:
+    """Inspector arguments calling `tool` with `arguments` on the server at `url` in `era`."""
+    return [
+        "--protocol-era",
+        era,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        tool,
+        "--tool-args-json",
+        json.dumps(arguments),
+        *extra,
+        "--server-url",
+        url,
+    ]
+
+
 class Server:
     """An `mcptasks serve` process over HTTP with a SQLite store the test can read."""
 
@@ -115,18 +132,7 @@ def test_tools_list_over_stdio(inspector: list[str], tmp_path: Path, era: str, e
 def test_hello_call(inspector: list[str], serve: Any, tmp_path: Path, era: str) -> None:
     server = serve("hello")
     result = run_inspector(
-        inspector,
-        "--protocol-era",
-        era,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "hello",
-        "--tool-args-json",
-        '{"name": "Inspector"}',
-        "--server-url",
-        server.url,
-        home=tmp_path,
+        inspector, *tool_call(era, "hello", {"name": "Inspector"}, server.url), home=tmp_path
     )
     assert result["isError"] is False
     assert [block["text"] for block in result["content"]] == ["Hello, Inspector!"]
@@ -143,18 +149,7 @@ def test_job_runner_completes_without_publishing(
     publish = json.dumps([[sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]])
     server = serve("job_runner", JOB_RUNNER_STEPS_TEST=FAST_STEP, JOB_RUNNER_STEPS_PUBLISH=publish)
     result = run_inspector(
-        inspector,
-        "--protocol-era",
-        era,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "run_pipeline",
-        "--tool-args-json",
-        '{"kind": "test"}',
-        "--server-url",
-        server.url,
-        home=tmp_path,
+        inspector, *tool_call(era, "run_pipeline", {"kind": "test"}, server.url), home=tmp_path
     )
     assert result["isError"] is False, result
     report = result["structuredContent"]
@@ -169,25 +164,9 @@ def test_job_runner_completes_without_publishing(
 @pytest.mark.parametrize("era", ERAS)
 def test_load_100_calls_8_concurrent(inspector: list[str], serve: Any, tmp_path: Path, era: str) -> None:
     server = serve("hello")
+    load = ("--load", "--load-requests", "100", "--load-concurrency", "8")
     summary = run_inspector(
-        inspector,
-        "--protocol-era",
-        era,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "hello",
-        "--tool-args-json",
-        '{"name": "load"}',
-        "--load",
-        "--load-requests",
-        "100",
-        "--load-concurrency",
-        "8",
-        "--server-url",
-        server.url,
-        home=tmp_path,
-        timeout=600,
+        inspector, *tool_call(era, "hello", {"name": "load"}, server.url, *load), home=tmp_path, timeout=600
     )
     assert summary["requests"] == 100
     assert summary["ok"] == 100, summary
