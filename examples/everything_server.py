@@ -301,7 +301,7 @@ async def test_input_required_result_multi_round():
     yield Result(f"{who} likes {likes}")
 
 
-@app.task_tool(input_before_task=True)
+@app.task_tool(input_before_task=True, required_capabilities=["sampling"])
 async def test_missing_capability():
     """Needs sampling before any work: a client that did not declare it gets -32021."""
     answer = yield Sample("Summarise the capabilities test.", max_tokens=50, key="summary", before_task=True)

@@ -17,12 +17,18 @@ One task tool, `run_pipeline(kind)`, shows the whole Tasks extension at work:
    the output: the task itself is `completed` (a tool error is not a task failure).
 4. When every step passed, the task asks for approval (`yield Elicit(..., schema=Approval)`; the
    task is `input_required` until the client answers through `tasks/update`) and runs the
-   `publish` steps only if the user said yes.
+   `publish` steps only if the user said yes. A client that did not declare `elicitation` is
+   never asked: the answer is `Unsupported`, and the pipeline ends without publishing.
 5. It ends with a structured result (`PipelineReport`: exit code, duration, the last
    `TAIL_LINES` lines of output, whether it published).
 6. `tasks/cancel` (or a server shutdown, or the task's TTL) cancels the body at its current
    `await`; the step's `finally:` then sends SIGTERM to the whole process group, waits
    `KILL_GRACE_SECONDS`, and sends SIGKILL, so no grandchild outlives the task.
+7. The tool is declared `replay_safe=False`: its steps must never run twice for one call. Called
+   without the tasks extension by a client that can answer elicitations, it runs inline and the
+   approval question becomes an `input_required` round; the body waits for the retry in this
+   process. A retry that cannot reach it (another replica, a restart) is refused with -32021
+   (call it as a task) instead of running the steps again.
 
 Pipelines
 ---------
@@ -61,7 +67,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Elicitation, Result, TaskServer, ToolError
+from mcptasks import Elicit, Elicitation, Result, TaskServer, ToolError, Unsupported
 
 Kind = Literal["test", "build"]
 Command = str | list[str]
@@ -322,7 +328,7 @@ def _failure(pipeline: str, report: StepReport, tail: deque[str]) -> ToolError:
     return ToolError(f"{pipeline} step `{report.command}` {how}. Last output:\n{lines}")
 
 
-@app.task_tool(poll_interval=0.5, ttl=3600)
+@app.task_tool(poll_interval=0.5, ttl=3600, replay_safe=False)
 async def run_pipeline(
     kind: Kind,
 ) -> AsyncGenerator[str | Elicit[Approval] | Result, Any]:
@@ -344,7 +350,7 @@ async def run_pipeline(
             yield status
 
     yield f"{kind} passed ({len(reports)} steps, {_since(started):.1f} s); waiting for approval to publish"
-    answer: Elicitation[Approval] = yield Elicit(
+    answer: Elicitation[Approval] | Unsupported = yield Elicit(
         f"The {kind} pipeline passed in {_since(started):.1f} s. Publish the artifacts?", schema=Approval
     )
     published = answer.accepted and answer.data is not None and answer.data.publish
@@ -352,6 +358,8 @@ async def run_pipeline(
         async with contextlib.aclosing(_run_steps("publish", tail, reports)) as steps:
             async for status in steps:
                 yield status
+    elif isinstance(answer, Unsupported):
+        yield "publishing skipped: this client cannot answer the approval question"
     else:
         yield "publishing skipped"
 

@@ -7,6 +7,7 @@ without the `mcp` SDK or the optional database drivers.
 
 from typing import TYPE_CHECKING, Any
 
+from mcptasks.capabilities import InputCapability
 from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
@@ -32,6 +33,7 @@ from mcptasks.yields import (
     Sample,
     SampleResult,
     Status,
+    Unsupported,
 )
 
 if TYPE_CHECKING:
@@ -98,6 +100,7 @@ __all__ = [
     "Elicit",
     "Elicitation",
     "FallbackMode",
+    "InputCapability",
     "InputRequest",
     "Inputs",
     "InvalidAnswer",
@@ -146,6 +149,7 @@ __all__ = [
     "TooManyTasks",
     "ToolError",
     "UnknownTask",
+    "Unsupported",
     "__version__",
     "start_tool_call",
     "store_from_url",

@@ -9,7 +9,16 @@ from typing import Any, Protocol, TypeVar, overload
 from pydantic import BaseModel
 
 from mcptasks.threaded import CancelRequested
-from mcptasks.yields import Elicit, Elicitation, InputRequest, ListRoots, Root, Sample, SampleResult
+from mcptasks.yields import (
+    Elicit,
+    Elicitation,
+    InputRequest,
+    ListRoots,
+    Root,
+    Sample,
+    SampleResult,
+    Unsupported,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -119,28 +128,40 @@ class TaskContext:
         await self._channel.set_status(str(message))
 
     @overload
-    async def elicit(self, message: str, schema: type[ModelT]) -> Elicitation[ModelT]: ...
+    async def elicit(
+        self, message: str, schema: type[ModelT], *, required: bool = False
+    ) -> Elicitation[ModelT] | Unsupported: ...
 
     @overload
     async def elicit(
-        self, message: str, schema: dict[str, Any] | None = None
-    ) -> Elicitation[dict[str, Any]]: ...
+        self, message: str, schema: dict[str, Any] | None = None, *, required: bool = False
+    ) -> Elicitation[dict[str, Any]] | Unsupported: ...
 
     async def elicit(
-        self, message: str, schema: type[BaseModel] | dict[str, Any] | None = None
-    ) -> Elicitation[Any]:
-        """Ask the user (`elicitation/create`); the task is `input_required` until answered."""
-        answer: Elicitation[Any] = await self.request(Elicit(message, schema))
+        self, message: str, schema: type[BaseModel] | dict[str, Any] | None = None, *, required: bool = False
+    ) -> Elicitation[Any] | Unsupported:
+        """Ask the user (`elicitation/create`); the task is `input_required` until answered.
+
+        `Unsupported` when the client did not declare `elicitation` (see `Elicit` for `required`).
+        """
+        answer: Elicitation[Any] | Unsupported = await self.request(
+            Elicit(message, schema, required=required)
+        )
         return answer
 
-    async def sample(self, messages: str | Sequence[str | dict[str, Any]], **options: Any) -> SampleResult:
-        """Ask the client's model (`sampling/createMessage`); options as for `Sample`."""
-        answer: SampleResult = await self.request(Sample(messages, **options))
+    async def sample(
+        self, messages: str | Sequence[str | dict[str, Any]], **options: Any
+    ) -> SampleResult | Unsupported:
+        """Ask the client's model (`sampling/createMessage`); options as for `Sample`.
+
+        `Unsupported` when the client did not declare `sampling`.
+        """
+        answer: SampleResult | Unsupported = await self.request(Sample(messages, **options))
         return answer
 
-    async def list_roots(self) -> list[Root]:
-        """Ask the client for its roots (`roots/list`)."""
-        answer: list[Root] = await self.request(ListRoots())
+    async def list_roots(self, *, required: bool = False) -> list[Root] | Unsupported:
+        """Ask the client for its roots (`roots/list`); `Unsupported` when it did not declare `roots`."""
+        answer: list[Root] | Unsupported = await self.request(ListRoots(required=required))
         return answer
 
     async def request(self, request: InputRequest) -> Any:

@@ -11,13 +11,14 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from mcptasks.capabilities import gated
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
@@ -724,6 +725,7 @@ class TaskEngine:
         validated: dict[str, Any] | None = None,
         prepared: tuple[Any, TaskContext, Pending | None] | None = None,
         idempotency_key: str | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
 
@@ -731,7 +733,8 @@ class TaskEngine:
         `InvalidArguments` and create nothing. `prepared` hands over a body already started by
         synchronous input rounds (its context and the yield it stopped at). With an
         `idempotency_key` that `owner` already used for a live task, that task is returned and
-        nothing new runs.
+        nothing new runs. `client_capabilities` (stored with the task) limits the body's input
+        requests to those capabilities (see `mcptasks.capabilities`); None does not limit them.
         """
         task_group = self._task_group
         if task_group is None:
@@ -748,6 +751,7 @@ class TaskEngine:
             arguments=dict(arguments or {}),
             runner=self.instance_id if run_here else None,
             idempotency_key=idempotency_key,
+            client_capabilities=None if client_capabilities is None else dict(client_capabilities),
         )
         run = None
         if run_here:
@@ -805,6 +809,14 @@ class TaskEngine:
                 del self._active_by_owner[run.owner]
             if not self._runs and self._drained is not None:
                 self._drained.set()
+
+    def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run `job` in the engine's task group: it outlives the request that started it and is
+        cancelled when the engine stops. `RuntimeError` when the engine is not running."""
+        task_group = self._task_group
+        if task_group is None:
+            raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
+        task_group.start_soon(job)
 
     async def settled(self, task_id: str, *, checkpoints: int = 6) -> Outcome | None:
         """Give a just-started body a few scheduler turns; its outcome if it already finished.
@@ -888,17 +900,19 @@ class TaskEngine:
                     ttl = run.expires_at - time.time()
                     margin = min(1.0, max(ttl, 0.0) * 0.05)
                     scope.deadline = anyio.current_time() + ttl - margin
+                declared = run.record.client_capabilities if run.record is not None else None
+                channel = gated(run, declared, tool.name)
                 if prepared is None:
-                    context = TaskContext(run, owner=owner, tool=tool.name)
+                    context = TaskContext(channel, owner=owner, tool=tool.name)
                     body, pending = tool.open_body(args, context, self._limiter), None
                 else:
                     body, context, pending = prepared
                     carried = context.saved  # saved during the input rounds before the task
-                    context._rebind(run)
+                    context._rebind(channel)
                     if carried is not None:
                         await run.save(carried)
                 outcome = await run_body(
-                    body, run, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
+                    body, channel, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
                 )
             if scope.cancel_called:
                 if run.stop_outcome is not None:

@@ -10,14 +10,21 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from mcptasks.capabilities import (
+    METHOD_CAPABILITY,
+    gated,
+    input_capabilities,
+    missing_capabilities,
+    missing_capabilities_error,
+)
 from mcptasks.context import TaskContext
-from mcptasks.driver import cancelled_here, outcome_of_abort, outcome_of_exception
+from mcptasks.driver import InlineChannel, Outcome, cancelled_here, outcome_of_abort, outcome_of_exception
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import ProtocolError
 from mcptasks.fallback import (
@@ -26,8 +33,9 @@ from mcptasks.fallback import (
     fallback_tool_definitions,
     started_result,
 )
-from mcptasks.mrtr import METHOD_CAPABILITY, InputNeeded, SyncRounds, advance_to_task
+from mcptasks.mrtr import InputNeeded, SyncRounds, advance_to_task
 from mcptasks.outages import reported_as_unavailable
+from mcptasks.parking import InlineSession, ParkedCalls
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord
@@ -35,6 +43,7 @@ from mcptasks.tool import FALLBACK_MODES, FallbackMode, InvalidArguments, TaskTo
 from mcptasks.wire import (
     EXTENSION_ID,
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -181,12 +190,30 @@ def before_task_only(request: InputRequest) -> bool:
     return request.before_task
 
 
-def _declared_or_before_task(capabilities: Mapping[str, Any]) -> Callable[[InputRequest], bool]:
-    def allowed(request: InputRequest) -> bool:
-        capability = METHOD_CAPABILITY.get(request.method)
-        return request.before_task or (capability is not None and capability in capabilities)
+def known_method(request: InputRequest) -> bool:
+    """Input an inline call can carry in `input_required` rounds: the client methods MRTR knows."""
+    return request.before_task or request.method in METHOD_CAPABILITY
 
-    return allowed
+
+def not_replay_safe_error(tool: str) -> ProtocolError:
+    """-32021 for an inline round of a tool that must not be replayed and cannot be kept here."""
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"Tool {tool!r} is not safe to run again from the start, and this server cannot keep the call "
+        "suspended until its retry (the retry reached another server, the server restarted, the call "
+        "waited too long, or too many calls wait). Call it as a task: declare "
+        f"extensions[{EXTENSION_ID!r}] in the request's client capabilities.",
+        missing_capability_data(),
+    )
+
+
+def _inline_result(outcome: Outcome) -> dict[str, Any]:
+    """The reply of an inline run: its result, or its error as a JSON-RPC error."""
+    if outcome.error is not None:
+        error = outcome.error
+        raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data"))
+    assert outcome.result is not None
+    return {"resultType": "complete", **outcome.result}
 
 
 class TasksProtocol:
@@ -195,7 +222,8 @@ class TasksProtocol:
     `fallback` is the server-wide fallback mode (see `mcptasks.fallback`). With
     `immediate_results` (default), a task whose body completes without ever suspending (it did no
     real work) is answered with its `CallToolResult` at once, which the extension allows; the
-    task record exists all the same.
+    task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
+    kept suspended at a question between rounds (see `mcptasks.parking`).
     """
 
     def __init__(
@@ -206,6 +234,8 @@ class TasksProtocol:
         codec: RequestStateCodec | None = None,
         fallback: FallbackMode = "inline",
         immediate_results: bool = True,
+        parked_limit: int = 1000,
+        parked_seconds: float = 600.0,
     ) -> None:
         if fallback not in FALLBACK_MODES:
             raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)}, got {fallback!r}")
@@ -213,6 +243,7 @@ class TasksProtocol:
         self.codec = codec if codec is not None else RequestStateCodec()
         self.fallback: FallbackMode = fallback
         self.immediate_results = immediate_results
+        self.parked = ParkedCalls(limit=parked_limit, seconds=parked_seconds)
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
@@ -287,51 +318,21 @@ class TasksProtocol:
         mode = self.fallback_mode(tool)
         if not opted_in and (mode == "reject" or (tool.task_support == "required" and mode != "tools")):
             raise missing_extension_error(f"Tool {name!r}")
+        declared = client_capabilities(request_meta)
+        answered_by_model = not opted_in and mode == "tools"
+        if tool.required_capabilities and not answered_by_model:
+            missing = missing_capabilities(tool.required_capabilities, declared)
+            if missing:
+                raise missing_capabilities_error(f"Tool {name!r}", missing)
         try:
             validated = tool.validate_arguments(arguments)
         except InvalidArguments as exc:
             return {"resultType": "complete", **error_result(str(exc))}
         if opted_in:
-            prepared = None
-            if tool.input_before_task:
-                capabilities = client_capabilities(request_meta)
-                rounds = self._rounds(
-                    tool, arguments, input_responses, request_state, capabilities, before_task_only
-                )
-                context = TaskContext(rounds.channel, owner=owner, tool=tool.name)
-                try:
-                    prepared = await advance_to_task(rounds, tool.open_body(validated, context), context)
-                except InputNeeded as needed:
-                    return rounds.input_required(needed)
-                except ProtocolError:
-                    raise
-                except Exception as exc:
-                    outcome = outcome_of_exception(exc, tool.name)
-                    assert outcome.result is not None
-                    return {"resultType": "complete", **outcome.result}
-                except BaseException as exc:
-                    if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
-                        raise
-                    error = outcome_of_abort(exc, tool.name).error
-                    assert error is not None
-                    raise ProtocolError(
-                        int(error["code"]), str(error["message"]), error.get("data")
-                    ) from None
-            with reported_as_unavailable(self.engine.outage_errors):
-                record = await self.engine.start(
-                    tool,
-                    arguments,
-                    owner=owner,
-                    validated=validated,
-                    prepared=prepared,
-                    idempotency_key=idempotency_key(request_meta),
-                )
-            if self.immediate_results and prepared is None:
-                early = await self.engine.settled(record.task_id)
-                if early is not None and early.result is not None:
-                    return {"resultType": "complete", **early.result}
-            return create_task_result(record, self.engine.poll_interval_ms(record))
-        if mode == "tools":
+            return await self._call_as_task(
+                tool, arguments, validated, request_meta, declared, owner, input_responses, request_state
+            )
+        if answered_by_model:
             with reported_as_unavailable(self.engine.outage_errors):
                 record = await self.engine.start(
                     tool,
@@ -342,26 +343,116 @@ class TasksProtocol:
                 )
             return {"resultType": "complete", **started_result(record, self.engine.poll_interval_ms(record))}
         if not tasks_allowed:
-            outcome = await self.engine.run_inline(tool, validated, owner=owner)
-        else:
-            capabilities = client_capabilities(request_meta)
-            rounds = self._rounds(
+            channel = gated(InlineChannel(tool.name), {}, tool.name)
+            outcome = await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
+            return _inline_result(outcome)
+        return await self._call_inline(
+            tool, arguments, validated, declared, owner, input_responses, request_state
+        )
+
+    async def _call_as_task(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        validated: dict[str, Any],
+        request_meta: Mapping[str, Any] | None,
+        declared: Mapping[str, Any],
+        owner: str,
+        input_responses: object,
+        request_state: object,
+    ) -> dict[str, Any]:
+        """An opted-in call: resolve `before_task` input by replayed rounds, then create the task."""
+        prepared = None
+        if tool.input_before_task:
+            rounds = self._rounds(tool, arguments, input_responses, request_state)
+            replay = rounds.replay_channel(before_task_only)
+            channel = gated(replay, declared, tool.name)
+            context = TaskContext(channel, owner=owner, tool=tool.name)
+            try:
+                prepared = await advance_to_task(channel, tool.open_body(validated, context), context)
+            except InputNeeded as needed:
+                return rounds.input_required(needed.requests, replay.answers)
+            except ProtocolError:
+                raise
+            except Exception as exc:
+                outcome = outcome_of_exception(exc, tool.name)
+                assert outcome.result is not None
+                return {"resultType": "complete", **outcome.result}
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+                    raise
+                error = outcome_of_abort(exc, tool.name).error
+                assert error is not None
+                raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data")) from None
+        with reported_as_unavailable(self.engine.outage_errors):
+            record = await self.engine.start(
                 tool,
                 arguments,
-                input_responses,
-                request_state,
-                capabilities,
-                _declared_or_before_task(capabilities),
+                owner=owner,
+                validated=validated,
+                prepared=prepared,
+                idempotency_key=idempotency_key(request_meta),
+                client_capabilities=input_capabilities(declared),
             )
-            try:
-                outcome = await self.engine.run_inline(tool, validated, owner=owner, channel=rounds.channel)
-            except InputNeeded as needed:
-                return rounds.input_required(needed)
-        if outcome.error is not None:
-            error = outcome.error
-            raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data"))
-        assert outcome.result is not None
-        return {"resultType": "complete", **outcome.result}
+        if self.immediate_results and prepared is None:
+            early = await self.engine.settled(record.task_id)
+            if early is not None and early.result is not None:
+                return {"resultType": "complete", **early.result}
+        return create_task_result(record, self.engine.poll_interval_ms(record))
+
+    async def _call_inline(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        validated: dict[str, Any],
+        declared: Mapping[str, Any],
+        owner: str,
+        input_responses: object,
+        request_state: object,
+    ) -> dict[str, Any]:
+        """A call without the extension run inline; its questions become `input_required` rounds.
+
+        The body runs in the background and stays suspended at a question between rounds when
+        the retry comes back here; otherwise the retry replays it (or, for a tool that is not
+        replay-safe, is refused).
+        """
+        if not input_capabilities(declared):
+            # No question can reach this client: nothing to keep between rounds.
+            channel = gated(InlineChannel(tool.name), declared, tool.name)
+            return _inline_result(await self.engine.run_inline(tool, validated, owner=owner, channel=channel))
+        rounds = self._rounds(tool, arguments, input_responses, request_state)
+        session = self.parked.claim(rounds.parked, tool=tool.name, digest=rounds.digest, owner=owner)
+        if session is not None:
+            session.resume(rounds.responses)
+        else:
+            if rounds.retry and not tool.replay_safe:
+                raise not_replay_safe_error(tool.name)
+            session = InlineSession(
+                self.parked,
+                tool=tool.name,
+                owner=owner,
+                digest=rounds.digest,
+                answers=rounds.answers,
+                allowed=known_method,
+            )
+            channel = gated(session.channel, declared, tool.name)
+
+            async def body() -> Outcome:
+                return await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
+
+            self.engine.spawn(lambda: session.run(body))
+        needed = await session.next_stop()
+        if needed is None:
+            if session.outcome is None:
+                raise ProtocolError(INTERNAL_ERROR, f"Tool {tool.name!r} was stopped before it finished")
+            return _inline_result(session.outcome)
+        answers = dict(session.channel.answers)
+        if self.parked.park(session):
+            return rounds.input_required(needed, answers, parked=session.id)
+        session.cancel()
+        if not tool.replay_safe:
+            raise not_replay_safe_error(tool.name)
+        return rounds.input_required(needed, answers)
 
     def _rounds(
         self,
@@ -369,17 +460,9 @@ class TasksProtocol:
         arguments: Mapping[str, Any] | None,
         input_responses: object,
         request_state: object,
-        capabilities: Mapping[str, Any],
-        allowed: Callable[[InputRequest], bool],
     ) -> SyncRounds:
         return SyncRounds(
-            self.codec,
-            tool,
-            arguments,
-            input_responses=input_responses,
-            request_state=request_state,
-            capabilities=capabilities,
-            allowed=allowed,
+            self.codec, tool, arguments, input_responses=input_responses, request_state=request_state
         )
 
     async def handle(

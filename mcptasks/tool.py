@@ -11,7 +11,7 @@ import inspect
 import math
 import re
 import typing
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar, overload
@@ -21,6 +21,7 @@ from anyio import CapacityLimiter
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from typing_extensions import Unpack
 
+from mcptasks.capabilities import INPUT_CAPABILITIES, InputCapability
 from mcptasks.context import TaskContext
 from mcptasks.errors import ToolError
 from mcptasks.threaded import ThreadedGenerator, run_in_thread
@@ -83,6 +84,8 @@ class TaskTool:
     max_attempts: int = 1
     input_before_task: bool = False
     fallback: FallbackMode | None = None
+    required_capabilities: tuple[InputCapability, ...] = ()
+    replay_safe: bool = True
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate `arguments` against the signature; `InvalidArguments` names every problem."""
@@ -163,6 +166,14 @@ class TaskToolOptions(TypedDict, total=False):
       None (default) follows the server's setting. See `mcptasks.fallback`.
     - `retry_on_crash`: re-run the body from the start on another replica when the one running it
       is lost (only for idempotent tools); `max_attempts` bounds the runs (default 3).
+    - `required_capabilities`: client capabilities (`"elicitation"`, `"sampling"`, `"roots"`) the
+      tool cannot work without: a call whose request does not declare them gets -32021 naming
+      them before any work (except in the fallback `"tools"` mode, where the model answers).
+    - `replay_safe`: False when the code before a question must not run twice. An inline call
+      (without the extension) keeps the body suspended between its `input_required` rounds;
+      when a retry cannot reach it (another replica, a restart, expiry) a replay-safe tool is
+      replayed from the start, and a tool with `replay_safe=False` answers -32021 (call it as a
+      task) instead. Cannot be combined with `input_before_task` (those rounds always replay).
     """
 
     name: str | None
@@ -177,6 +188,8 @@ class TaskToolOptions(TypedDict, total=False):
     max_attempts: int
     input_before_task: bool
     fallback: FallbackMode | None
+    required_capabilities: Sequence[InputCapability]
+    replay_safe: bool
 
 
 def _build(
@@ -194,6 +207,8 @@ def _build(
     max_attempts: int = 3,
     input_before_task: bool = False,
     fallback: FallbackMode | None = None,
+    required_capabilities: Sequence[InputCapability] = (),
+    replay_safe: bool = True,
 ) -> TaskTool:
     if isinstance(fn, TaskTool):
         raise TypeError(f"{fn.name!r} is already a task tool")
@@ -216,6 +231,20 @@ def _build(
     if input_before_task and not is_generator:
         raise TypeError(
             f"task tool {tool_name!r}: input_before_task needs a generator body (one with 'yield')"
+        )
+    if isinstance(required_capabilities, str):
+        required_capabilities = (required_capabilities,)  # type: ignore[assignment]
+    required = tuple(required_capabilities)
+    unknown = [c for c in required if c not in INPUT_CAPABILITIES]
+    if unknown:
+        raise ValueError(
+            f"task tool {tool_name!r}: required_capabilities takes {', '.join(INPUT_CAPABILITIES)}; "
+            f"got {', '.join(repr(c) for c in unknown)}"
+        )
+    if input_before_task and not replay_safe:
+        raise ValueError(
+            f"task tool {tool_name!r}: input_before_task rounds replay the body from its start, so "
+            "they cannot be combined with replay_safe=False"
         )
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
@@ -265,6 +294,8 @@ def _build(
         max_attempts=max_attempts if retry_on_crash else 1,
         input_before_task=bool(input_before_task),
         fallback=fallback,
+        required_capabilities=tuple(dict.fromkeys(required)),
+        replay_safe=bool(replay_safe),
     )
 
 

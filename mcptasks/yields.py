@@ -6,13 +6,17 @@
 - `Inputs(a, b, ...)` (or a tuple/list of requests): all keys outstanding at once; evaluates to a
   tuple of answers in the same order once every key is answered.
 - `Result(value)`: ends the task with `value` as the tool result.
+
+An input request whose client capability (`elicitation`, `sampling`, `roots`) the client did not
+declare is never sent: the `yield` evaluates to `Unsupported` instead, or, for a request made with
+`required=True`, the call fails with -32021 naming the capability.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -49,6 +53,7 @@ class InputRequest:
     params: dict[str, Any]
     key: str | None
     before_task: bool
+    required: bool
 
     def __init__(
         self,
@@ -57,6 +62,7 @@ class InputRequest:
         *,
         key: str | None = None,
         before_task: bool = False,
+        required: bool = False,
     ) -> None:
         if not isinstance(method, str) or not method:
             raise ValueError("InputRequest method must be a non-empty string")
@@ -64,6 +70,9 @@ class InputRequest:
         self.params = dict(params or {})
         self.key = key
         self.before_task = before_task
+        self.required = required
+        """When the client did not declare the capability this request needs: True fails the call
+        with -32021 naming it; False (default) makes the `yield` evaluate to `Unsupported`."""
 
     def to_wire(self) -> dict[str, Any]:
         """The `inputRequests` value: `{method, params}`."""
@@ -79,6 +88,28 @@ class InputRequest:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(method={self.method!r})"
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """The answer to an input request the client cannot take: it did not declare `capability`.
+
+    The request was never sent. Branch on it with `isinstance(answer, Unsupported)`. It reads
+    like a declined elicitation (`accepted` is False, `data` is None, and it is falsy), so an
+    approval gate written as `if answer.accepted and ...` defaults to "no".
+    """
+
+    method: str
+    """The method of the request that was not sent (e.g. `elicitation/create`)."""
+    capability: str
+    """The client capability it needs: `elicitation`, `sampling` or `roots`."""
+    action: ClassVar[Literal["unsupported"]] = "unsupported"
+    accepted: ClassVar[Literal[False]] = False
+    data: ClassVar[None] = None
+    content: ClassVar[None] = None
+
+    def __bool__(self) -> bool:
+        return False
 
 
 @dataclass(frozen=True)
@@ -127,6 +158,7 @@ class Elicit(InputRequest, Generic[ModelT]):
         *,
         key: str | None = None,
         before_task: bool = False,
+        required: bool = False,
     ) -> None:
         self.message = message
         self.schema = schema
@@ -135,6 +167,7 @@ class Elicit(InputRequest, Generic[ModelT]):
             {"message": message, "requestedSchema": _elicitation_schema(schema)},
             key=key,
             before_task=before_task,
+            required=required,
         )
 
     def parse(self, response: Any) -> Elicitation[Any]:
@@ -171,6 +204,7 @@ class Elicit(InputRequest, Generic[ModelT]):
             self.schema,
             key=self.key,
             before_task=self.before_task,
+            required=self.required,
         )
 
 
@@ -213,6 +247,7 @@ class Sample(InputRequest):
         model_preferences: dict[str, Any] | None = None,
         key: str | None = None,
         before_task: bool = False,
+        required: bool = False,
     ) -> None:
         items = [messages] if isinstance(messages, str) else list(messages)
         params: dict[str, Any] = {"messages": [_message(m) for m in items], "maxTokens": max_tokens}
@@ -224,7 +259,9 @@ class Sample(InputRequest):
             params["stopSequences"] = list(stop_sequences)
         if model_preferences is not None:
             params["modelPreferences"] = model_preferences
-        super().__init__("sampling/createMessage", params, key=key, before_task=before_task)
+        super().__init__(
+            "sampling/createMessage", params, key=key, before_task=before_task, required=required
+        )
 
     def parse(self, response: Any) -> SampleResult:
         """Validate the `CreateMessageResult`."""
@@ -255,8 +292,8 @@ _ROOTS = TypeAdapter(list[Root])
 class ListRoots(InputRequest):
     """Ask the client for its roots (`roots/list`); evaluates to a list of `Root`."""
 
-    def __init__(self, *, key: str | None = None, before_task: bool = False) -> None:
-        super().__init__("roots/list", {}, key=key, before_task=before_task)
+    def __init__(self, *, key: str | None = None, before_task: bool = False, required: bool = False) -> None:
+        super().__init__("roots/list", {}, key=key, before_task=before_task, required=required)
 
     def parse(self, response: Any) -> list[Root]:
         """Validate `{roots: [...]}`."""

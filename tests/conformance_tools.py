@@ -1,6 +1,9 @@
-"""Install and locate the official MCP conformance suite and the Node 22 it needs (npm registry).
+"""Install and locate the official MCP conformance suite, the MCP Inspector CLI and the Node 22 they
+need (npm registry).
 
-`python tests/conformance_tools.py` installs into `.conformance/` and prints the node and CLI paths.
+`python tests/conformance_tools.py` installs the suite into `.conformance/` and prints the node and
+CLI paths; `python tests/conformance_tools.py inspector` does the same for the Inspector in
+`.inspector/`.
 """
 
 from __future__ import annotations
@@ -8,11 +11,14 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".conformance"
+INSPECTOR_CACHE = ROOT / ".inspector"
 CONFORMANCE_VERSION = "0.2.0-alpha.12"
+INSPECTOR_VERSION = "2.12.0"
 NODE_VERSION = "22.23.5"
 
 
@@ -23,15 +29,14 @@ def node_package() -> str:
     return f"node-linux-{arch}"
 
 
-def install() -> tuple[Path, Path]:
-    """Install (once) and return (node binary, conformance CLI script)."""
-    node = CACHE / "node_modules" / node_package() / "bin" / "node"
-    cli = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not (node.exists() and cli.exists()):
+def _npm_install(cache: Path, package: str, script: Path) -> tuple[Path, Path]:
+    """Install (once) `package` and Node 22 into `cache`; return (node binary, `script`)."""
+    node = cache / "node_modules" / node_package() / "bin" / "node"
+    if not (node.exists() and script.exists()):
         npm = shutil.which("npm")
         if npm is None:
-            raise RuntimeError("npm is needed to install the conformance suite (install Node.js with npm)")
-        CACHE.mkdir(exist_ok=True)
+            raise RuntimeError(f"npm is needed to install {package} (install Node.js with npm)")
+        cache.mkdir(exist_ok=True)
         subprocess.run(
             [
                 npm,
@@ -39,18 +44,31 @@ def install() -> tuple[Path, Path]:
                 "--no-audit",
                 "--no-fund",
                 "--prefix",
-                str(CACHE),
-                f"@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}",
+                str(cache),
+                package,
                 f"{node_package()}@{NODE_VERSION}",
             ],
             check=True,
             capture_output=True,
             timeout=600,
         )
-    return node, cli
+    return node, script
+
+
+def install() -> tuple[Path, Path]:
+    """Install (once) and return (node binary, conformance CLI script)."""
+    cli = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    return _npm_install(CACHE, f"@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}", cli)
+
+
+def install_inspector() -> tuple[Path, Path]:
+    """Install (once) and return (node binary, MCP Inspector launcher script; `--cli` selects the CLI)."""
+    package = INSPECTOR_CACHE / "node_modules" / "@modelcontextprotocol" / "inspector"
+    launcher = package / "clients" / "launcher" / "build" / "index.js"
+    return _npm_install(INSPECTOR_CACHE, f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}", launcher)
 
 
 if __name__ == "__main__":
-    node_path, cli_path = install()
+    node_path, cli_path = install_inspector() if sys.argv[1:] == ["inspector"] else install()
     print(node_path)
     print(cli_path)

@@ -31,9 +31,15 @@ DEFAULT_TIMEOUT = 10.0
 """Upper bound of every wait; never a synchronisation delay."""
 
 OPTED_IN_META: dict[str, Any] = {
-    "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}
+    "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {EXTENSION_ID: {}},
+        "elicitation": {},
+        "sampling": {},
+        "roots": {},
+    }
 }
-"""The `_meta` of a request that declares the tasks extension."""
+"""The `_meta` of a request that declares the tasks extension and every input capability (a
+client that answers whatever a task asks)."""
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 

@@ -29,11 +29,14 @@ import httpx2
 import uvicorn
 from mcp import Client, MCPError
 from mcp.client import advertise
+from mcp.client.context import ClientRequestContext
 from mcp.server.auth.provider import AccessToken
 from mcp_types import (
     CallToolRequest,
     CallToolRequestParams,
     CallToolResult,
+    ElicitRequestParams,
+    ErrorData,
     Request,
     RequestParams,
     TextContent,
@@ -71,6 +74,35 @@ OPT_IN: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
 """Client capabilities that opt in to the tasks extension (and nothing else)."""
 ELICITING: dict[str, Any] = {"elicitation": {}, **OPT_IN}
 """Client capabilities with elicitation and the tasks extension."""
+HARNESS: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}, **OPT_IN}
+"""What the conformance harness declares: every input capability and the tasks extension."""
+
+
+async def answered_by_hand(context: ClientRequestContext, params: ElicitRequestParams) -> ErrorData:
+    """An elicitation callback for tests that answer questions themselves through `tasks/update`.
+
+    Passing it makes the SDK client declare `elicitation`, so the server may ask; it is never
+    called, because task input travels in `inputRequests`, not as requests to the client.
+    """
+    raise AssertionError("the test answers input requests by hand through tasks/update")
+
+
+async def sampled_by_hand(context: ClientRequestContext, params: Any) -> ErrorData:
+    """A sampling callback for tests that answer by hand: the SDK client then declares `sampling`."""
+    raise AssertionError("the test answers input requests by hand through tasks/update")
+
+
+async def roots_by_hand(context: ClientRequestContext) -> ErrorData:
+    """A roots callback for tests that answer by hand: the SDK client then declares `roots`."""
+    raise AssertionError("the test answers input requests by hand through tasks/update")
+
+
+BY_HAND: dict[str, Any] = {
+    "elicitation_callback": answered_by_hand,
+    "sampling_callback": sampled_by_hand,
+    "list_roots_callback": roots_by_hand,
+}
+"""SDK `Client` options declaring every input capability, for tests that answer by hand."""
 
 
 def tasks_extension() -> Any:
@@ -463,7 +495,7 @@ class RawClient:
         http: httpx2.AsyncClient,
         url: str,
         *,
-        capabilities: Mapping[str, Any] = OPT_IN,
+        capabilities: Mapping[str, Any] = HARNESS,
     ) -> None:
         self.http = http
         self.url = url

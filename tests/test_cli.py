@@ -23,6 +23,7 @@ from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from processes import clean_env, free_port, serving_http
 from pydantic import ConfigDict
+from sdk_helpers import answered_by_hand
 
 import mcptasks
 from mcptasks.client import GetTaskRequest, TaskIdParams
@@ -271,7 +272,10 @@ async def test_http_serve_honours_the_store_environment_variable(tmp_path: Path)
 async def test_http_serve_of_the_job_runner(tmp_path: Path) -> None:
     env = clean_env(JOB_RUNNER_STEPS_TEST=json.dumps([[sys.executable, "-c", "print(42)"]]))
     with http_server(str(EXAMPLES / "job_runner.py"), tmp_path, env=env) as url:
-        async with Client(url, extensions=[advertise(EXTENSION_ID)]) as client:
+        # The callback declares `elicitation`: the approval question is only asked of such clients.
+        async with Client(
+            url, extensions=[advertise(EXTENSION_ID)], elicitation_callback=answered_by_hand
+        ) as client:
             task_id = await start_task(client, "run_pipeline", {"kind": "test"})
             with anyio.fail_after(TIMEOUT):
                 while (task := await get_task(client, task_id))["status"] != "input_required":

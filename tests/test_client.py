@@ -36,7 +36,7 @@ from mcp_types import (
 from processes import clean_env, free_port, serving_http
 from pydantic import BaseModel
 
-from mcptasks import Elicit, ListRoots, ProtocolError, Result, Sample, TaskServer
+from mcptasks import Elicit, InputRequest, ListRoots, ProtocolError, Result, Sample, TaskServer, Unsupported
 from mcptasks.client import (
     CreateTaskResult,
     DetailedTask,
@@ -546,6 +546,16 @@ def inputs_app() -> TaskServer:
         roots = yield ListRoots()
         yield Result(f"{reply.text} / {', '.join(root.uri for root in roots)}")
 
+    @app.task_tool(poll_interval=0.05)
+    async def ask_model():
+        reply = yield Sample("Say hi", max_tokens=5)
+        yield Result("not asked" if isinstance(reply, Unsupported) else reply.text)
+
+    @app.task_tool(poll_interval=0.05)
+    async def custom():
+        yield InputRequest("x-example/pick", {"from": ["a", "b"]})
+        yield Result("never")
+
     return app
 
 
@@ -569,15 +579,23 @@ async def test_sampling_and_roots_go_to_the_clients_callbacks() -> None:
     assert text_of(result) == "short / file:///work"
 
 
-async def test_sampling_without_a_callback_cancels_the_task() -> None:
+async def test_sampling_without_a_callback_is_never_asked() -> None:
+    # No sampling callback: the client does not declare `sampling`, so the server never asks.
+    with anyio.fail_after(TIMEOUT):
+        async with Client(inputs_app().mcp, extensions=[TasksClient()]) as client:
+            result = await client.call_tool("ask_model", {})
+    assert text_of(result) == "not asked"
+
+
+async def test_an_input_request_the_client_cannot_answer_cancels_the_task() -> None:
     with anyio.fail_after(TIMEOUT):
         async with Client(inputs_app().mcp, extensions=[TasksClient()]) as client:
             with pytest.raises(TaskInputError) as caught:
-                await client.call_tool("summarize", {"topic": "tasks"})
+                await client.call_tool("custom", {})
             failure = caught.value
-            assert failure.method == "sampling/createMessage"
+            assert failure.method == "x-example/pick"
             assert failure.cancelled is True
-            assert "Sampling not supported" in str(failure)
+            assert "unsupported input request" in str(failure)
             status = await TaskHandle.resume(client, failure.task_id).status()
     assert status.status == "cancelled"
 

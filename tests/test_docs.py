@@ -45,9 +45,12 @@ import pytest
 import sync_docs
 from doc_blocks import blocks, build_file, write_file
 from mcp import Client
+from mcp_types import ElicitResult
 from sdk_helpers import (
+    BY_HAND,
     RawClient,
     Tasks,
+    answered_by_hand,
     bearer,
     mcp_error,
     poll,
@@ -153,11 +156,13 @@ def load_file(path: Path) -> ModuleType:
 
 
 @asynccontextmanager
-async def connect(server: Any, *, tasks: bool = True) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`)."""
+async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIterator[Tasks]:
+    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`); with tasks it
+    declares `elicitation` too (the tests answer questions by hand through `tasks/update`)."""
     target = getattr(server, "mcp", server)
     extensions = [tasks_extension()] if tasks else []
-    async with Client(target, extensions=extensions) as client:
+    options.setdefault("elicitation_callback", answered_by_hand if tasks else None)
+    async with Client(target, extensions=extensions, **options) as client:
         yield Tasks(client)
 
 
@@ -789,7 +794,7 @@ async def test_concepts_outcomes() -> None:
 @exercises("concepts_inputs.py")
 async def test_concepts_inputs() -> None:
     snippet = load_snippet("concepts_inputs.py")
-    async with connect(snippet.app) as tasks:
+    async with connect(snippet.app, **BY_HAND) as tasks:
         task_id = (await tasks.start("open_port"))["taskId"]
         key, request = the_input_request(await tasks.wait_input(task_id))
         assert key == "port-1"
@@ -849,6 +854,39 @@ async def test_concepts_inputs() -> None:
         assert request["params"]["message"] == "Delete /tmp/x?"
         await tasks.update(task_id, {key: {"action": "accept", "content": {"confirm": True}}})
         assert text((await tasks.finish(task_id))["result"]) == "deleted /tmp/x"
+
+
+@exercises("concepts_capabilities.py")
+async def test_concepts_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    snippet = load_snippet("concepts_capabilities.py")
+    snippet.app.extension.protocol.immediate_results = False  # every opted-in call is a task
+    async with connect(snippet.app, elicitation_callback=None) as cannot_answer:
+        release = await cannot_answer.start("release", {"version": "1.2"})
+        unsupported = await cannot_answer.finish(release["taskId"])
+        assert text(unsupported["result"]) == "1.2 not released: this client cannot approve it"
+        refused = await mcp_error(cannot_answer.call("summarize", {"text": "logs"}))
+        assert refused.error.code == -32021
+        assert refused.error.data == {"requiredCapabilities": {"sampling": {}}}
+        wiped = await cannot_answer.finish((await cannot_answer.start("wipe", {"device": "sda"}))["taskId"])
+        assert wiped["status"] == "failed"
+        assert wiped["error"]["code"] == -32021
+        assert wiped["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+    async with connect(snippet.app) as can_answer:
+        task_id = (await can_answer.start("release", {"version": "1.3"}))["taskId"]
+        key, _ = the_input_request(await can_answer.wait_input(task_id))
+        await can_answer.update(task_id, {key: {"action": "accept", "content": {"confirm": True}}})
+        assert text((await can_answer.finish(task_id))["result"]) == "1.3 released"
+
+    deployed: list[str] = []
+    monkeypatch.setattr(snippet, "deploy_to", lambda env: deployed.append(env) or f"deployed to {env}")
+
+    async def announce(context: Any, params: Any) -> Any:
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(snippet.app.mcp, elicitation_callback=announce) as inline:  # no tasks: rounds
+        result = await inline.call_tool("deploy", {"env": "prod"})
+    assert sdk_text(result) == "announced"
+    assert deployed == ["prod"]  # once, although the call took two rounds
 
 
 # -- how-to guides ---------------------------------------------------------------------------------
@@ -1146,7 +1184,7 @@ def test_howto_testing_example_passes(tmp_path: Path) -> None:
     shutil.copy(SNIPPETS / "test_my_tools.py", tmp_path)
     completed = _pytest("test_my_tools.py", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "4 passed" in completed.stdout, completed.stdout
+    assert "5 passed" in completed.stdout, completed.stdout
 
 
 # -- the reference pages are complete --------------------------------------------------------------

@@ -925,12 +925,11 @@ async def test_inline_input_request_is_a_clear_tool_error() -> None:
     assert EXTENSION_ID in message
 
 
-async def test_inline_input_over_protocol_without_capabilities_is_a_tool_error() -> None:
+async def test_inline_input_over_protocol_without_capabilities_is_unsupported() -> None:
     async with serve(ask_once) as (_, protocol):
         result = await protocol.call_tool("ask_once", {}, meta={})
     assert result["resultType"] == "complete"
-    assert result["isError"] is True
-    assert EXTENSION_ID in text_of(result)
+    assert result == {"resultType": "complete", "content": [], "isError": False}
 
 
 async def test_inline_protocol_error_is_raised() -> None:

@@ -24,10 +24,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.client.context import ClientRequestContext
 from mcp.client.extension import advertise
-from mcp_types import CallToolRequest, CallToolRequestParams, Result
+from mcp_types import CallToolRequest, CallToolRequestParams, ElicitRequestParams, ElicitResult, Result
 from pydantic import ConfigDict
-from sdk_helpers import text, the_input_request
+from sdk_helpers import answered_by_hand, text, the_input_request
 
 from mcptasks import Result as TaskResult
 from mcptasks import TaskServer, ToolError
@@ -158,10 +159,14 @@ def load_example(name: str) -> ModuleType:
 
 
 @asynccontextmanager
-async def connect(app: TaskServer, *, tasks: bool = True) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to `app`, advertising the tasks extension (or not)."""
+async def connect(
+    app: TaskServer, *, tasks: bool = True, elicitation: bool | None = None
+) -> AsyncIterator[Tasks]:
+    """An SDK client connected in process to `app`, advertising the tasks extension (or not) and
+    `elicitation` (default: with tasks; the tests answer questions by hand through `tasks/update`)."""
     extensions = [advertise(EXTENSION_ID)] if tasks else []
-    async with Client(app.mcp, extensions=extensions) as client:
+    callback = answered_by_hand if (tasks if elicitation is None else elicitation) else None
+    async with Client(app.mcp, extensions=extensions, elicitation_callback=callback) as client:
         yield Tasks(client)
 
 
@@ -335,6 +340,47 @@ async def test_job_runner_does_not_publish_without_approval(
     assert len(report["steps"]) == 1
     assert "built" in report["output_tail"]
     assert not marker.exists()
+
+
+async def test_job_runner_without_elicitation_finishes_without_publishing(
+    job_runner: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A client that opted in to tasks but cannot answer questions is never asked.
+    marker = tmp_path / "published"
+    set_steps(monkeypatch, "test", py("print('ok')"))
+    set_steps(monkeypatch, "publish", py(f"open({str(marker)!r}, 'w').close()"))
+    async with connect(job_runner.app, elicitation=False) as tasks:
+        task_id = await tasks.start("run_pipeline", {"kind": "test"})
+        task = await tasks.finish(task_id)
+
+    assert task["status"] == "completed", task
+    assert task["result"]["structuredContent"]["published"] is False
+    assert "cannot answer the approval question" in task["statusMessage"]
+    assert not marker.exists()
+
+
+async def test_job_runner_inline_runs_every_step_once(
+    job_runner: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Without the tasks extension but with elicitation, the approval is an input_required round;
+    # the steps before it must not run again when the client retries with the answer.
+    log = tmp_path / "runs.log"
+    append = "open({path!r}, 'a').write({line!r} + chr(10))"
+    set_steps(monkeypatch, "test", py(append.format(path=str(log), line="test")))
+    set_steps(monkeypatch, "publish", py(append.format(path=str(log), line="publish")))
+    asked: list[str] = []
+
+    async def approve(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"publish": True})
+
+    async with Client(job_runner.app.mcp, elicitation_callback=approve) as client:
+        result = await client.call_tool("run_pipeline", {"kind": "test"})
+
+    assert result.is_error is False, result
+    assert result.structured_content is not None and result.structured_content["published"] is True
+    assert len(asked) == 1
+    assert log.read_text().splitlines() == ["test", "publish"]
 
 
 async def test_job_runner_failing_step_is_a_tool_error_with_the_tail(

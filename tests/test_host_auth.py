@@ -23,6 +23,7 @@ from sdk_helpers import (
     StaticTokens,
     Tasks,
     accept,
+    answered_by_hand,
     bearer,
     mcp_error,
     serve_http,
@@ -57,7 +58,9 @@ async def as_user(url: str, token: str) -> AsyncIterator[Tasks]:
     """An SDK client over HTTP, opted in to tasks, authenticated as `token`."""
     async with bearer(token) as http:
         transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, extensions=[tasks_extension()]) as client:
+        async with Client(
+            transport, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
+        ) as client:
             yield Tasks(client)
 
 

@@ -33,6 +33,7 @@ from sdk_helpers import (
     RawClient,
     Tasks,
     accept,
+    answered_by_hand,
     mcp_error,
     serve_http,
     tasks_extension,
@@ -103,7 +104,10 @@ async def test_discover_and_tools_list_over_http() -> None:
 
 async def test_task_lifecycle_over_http_with_the_sdk_client() -> None:
     host = HostApp()
-    async with running(host) as url, Client(url, extensions=[tasks_extension()]) as client:
+    async with (
+        running(host) as url,
+        Client(url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand) as client,
+    ):
         tasks = Tasks(client)
 
         # create -> working with a status -> completed with the inlined result
@@ -151,7 +155,9 @@ async def test_tasks_outlive_the_connection_that_created_them_and_run_concurrent
     labels = [f"job-{i}" for i in range(8)]
     created: dict[str, str] = {}
     async with running(host) as url:
-        async with Client(url, extensions=[tasks_extension()]) as first:
+        async with Client(
+            url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
+        ) as first:
             tasks = Tasks(first)
 
             async def start(label: str) -> None:
@@ -163,7 +169,9 @@ async def test_tasks_outlive_the_connection_that_created_them_and_run_concurrent
         assert len(set(created.values())) == len(labels)
 
         # A new connection sees every task still working, then each finishes with its own result.
-        async with Client(url, extensions=[tasks_extension()]) as second:
+        async with Client(
+            url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
+        ) as second:
             tasks = Tasks(second)
             for label in labels:
                 await tasks.wait(
@@ -178,7 +186,10 @@ async def test_tasks_outlive_the_connection_that_created_them_and_run_concurrent
 
 async def test_concurrent_partial_answers_are_both_recorded() -> None:
     host = HostApp()
-    async with running(host) as url, Client(url, extensions=[tasks_extension()]) as client:
+    async with (
+        running(host) as url,
+        Client(url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand) as client,
+    ):
         tasks = Tasks(client)
         for round_ in range(5):
             task_id = (await tasks.start("two_keys"))["taskId"]
@@ -192,7 +203,10 @@ async def test_concurrent_partial_answers_are_both_recorded() -> None:
 
 async def test_failed_and_tool_error_over_http() -> None:
     host = HostApp()
-    async with running(host) as url, Client(url, extensions=[tasks_extension()]) as client:
+    async with (
+        running(host) as url,
+        Client(url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand) as client,
+    ):
         tasks = Tasks(client)
         failed = await tasks.finish((await tasks.start("protocol_error"))["taskId"])
         assert failed["status"] == "failed"
@@ -208,7 +222,10 @@ async def test_failed_and_tool_error_over_http() -> None:
 
 async def test_mcp_name_mismatch_through_the_sdk_client_is_32020() -> None:
     host = HostApp()
-    async with running(host) as url, Client(url, extensions=[tasks_extension()]) as client:
+    async with (
+        running(host) as url,
+        Client(url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand) as client,
+    ):
         tasks = Tasks(client)
         task_id = (await tasks.start("quick"))["taskId"]
         request = MisroutedGetTaskRequest(params=MisroutedParams(task_id=task_id, routing="some-other-task"))
@@ -464,7 +481,9 @@ async def test_a_base64_wrapped_mcp_name_is_decoded_on_tasks_methods() -> None:
             assert got.status == 200, got.message
             assert got.result["taskId"] == task_id
         # The SDK client wraps a non-ASCII id itself: the answer must be "unknown task", not a header error.
-        async with Client(url, extensions=[tasks_extension()]) as client:
+        async with Client(
+            url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
+        ) as client:
             error = await mcp_error(Tasks(client).get("tâche-inconnue"))
             assert error.code == INVALID_PARAMS
 
@@ -480,7 +499,11 @@ async def test_stdio_cli_serves_the_conformance_example_to_completion() -> None:
     )
     with tempfile.TemporaryFile("w+") as errlog:
         with anyio.fail_after(60):
-            async with Client(stdio_client(params, errlog=errlog), extensions=[tasks_extension()]) as client:
+            async with Client(
+                stdio_client(params, errlog=errlog),
+                extensions=[tasks_extension()],
+                elicitation_callback=answered_by_hand,
+            ) as client:
                 assert client.protocol_version == "2026-07-28"
                 assert client.server_capabilities.extensions == {EXTENSION_ID: {}}
                 tasks = Tasks(client)

@@ -29,6 +29,7 @@ from mcp_types import (
     TextContent,
 )
 from sdk_helpers import (
+    BY_HAND,
     PROTOCOL_ERROR_CODE,
     AnyResult,
     HostApp,
@@ -37,6 +38,7 @@ from sdk_helpers import (
     TaskIdParams,
     Tasks,
     accept,
+    answered_by_hand,
     mcp_error,
     poll,
     tasks_extension,
@@ -63,7 +65,9 @@ def anyio_backend() -> str:
 
 @asynccontextmanager
 async def opted_in(host: HostApp, **options: Any) -> AsyncIterator[Tasks]:
-    """An SDK client that declares the tasks extension on every request."""
+    """An SDK client that declares the tasks extension on every request, and `elicitation` (the
+    tests answer questions by hand through `tasks/update`) unless told otherwise."""
+    options.setdefault("elicitation_callback", answered_by_hand)
     async with Client(host.mcp, extensions=[tasks_extension()], **options) as client:
         yield Tasks(client)
 
@@ -217,7 +221,7 @@ async def test_an_invalid_answer_is_asked_again_under_a_fresh_key() -> None:
 
 async def test_sampling_and_roots_through_tasks_update() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with opted_in(host, **BY_HAND) as tasks:
         task_id = (await tasks.start("summarize", {"topic": "logs"}))["taskId"]
         ((key, request),) = (await tasks.wait_input(task_id, count=1))["inputRequests"].items()
         assert request == {
@@ -525,13 +529,13 @@ async def test_inline_errors_keep_their_kind() -> None:
         assert texts(tool_error) == ["disk quota exceeded"]
 
 
-async def test_inline_elicitation_without_the_client_capability_is_a_tool_error() -> None:
+async def test_inline_elicitation_without_the_client_capability_is_unsupported() -> None:
+    # Never sent: the yield evaluates to Unsupported, which reads as a decline.
     host = HostApp()
     async with Client(host.mcp) as client:
         result = await client.call_tool("ask", {"filename": "x"})
-    assert result.is_error is True
-    message = texts(result)[0]
-    assert "elicitation/create" in message and EXTENSION_ID in message
+    assert result.is_error is False
+    assert texts(result) == ["kept x"]
 
 
 async def test_legacy_connection_never_sees_tasks() -> None:
@@ -550,9 +554,10 @@ async def test_legacy_connection_never_sees_tasks() -> None:
         assert error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
         assert error.error.data == MISSING_TASKS_DATA
 
-        # No MRTR on a legacy connection: an input request is a tool error there.
-        refused = await client.call_tool("ask", {"filename": "legacy.txt"})
-        assert refused.is_error is True
+        # No MRTR on a legacy connection: no question reaches the client; the answer is Unsupported.
+        unsupported = await client.call_tool("ask", {"filename": "legacy.txt"})
+        assert unsupported.is_error is False
+        assert texts(unsupported) == ["kept legacy.txt"]
 
 
 # -- fallback tools and idempotency keys ----------------------------------------------------------
@@ -660,12 +665,13 @@ async def test_mrtr_rounds_before_the_task_then_a_create_task_result() -> None:
         assert done["statusMessage"] == "greeting Alice"
 
 
-async def test_mrtr_before_the_task_needs_the_elicitation_capability() -> None:
+async def test_mrtr_before_the_task_without_the_elicitation_capability_is_unsupported() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
-        error = await mcp_error(tasks.call("before"))
-    assert error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
-    assert error.error.data == {"requiredCapabilities": {"elicitation": {}}}
+    async with opted_in(host, elicitation_callback=None) as tasks:
+        created = await tasks.call("before")
+        assert created["resultType"] == "task"
+        done = await tasks.finish(created["taskId"])
+    assert text(done["result"]) == "Hello, stranger!"
 
 
 # -- TasksExtension on a plain MCPServer ---------------------------------------------------------

@@ -44,7 +44,7 @@ import httpx2
 import pytest
 from mcp import Client
 from processes import listening
-from sdk_helpers import RawClient, Tasks, tasks_extension
+from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
 from mcptasks.engine import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
 from mcptasks.protocol import IDEMPOTENCY_META
@@ -478,7 +478,8 @@ async def test_input_round_trip_across_replicas(trio: Cluster) -> None:
     """Created on A, polled on B, answered on C (tasks/update), finished on A: the SDK client over HTTP."""
     a, b, c = trio.procs
     async with (
-        Client(a.url, extensions=[tasks_extension()]) as client_a,
+        # The creating call declares `elicitation`; the task remembers it on every replica.
+        Client(a.url, extensions=[tasks_extension()], elicitation_callback=answered_by_hand) as client_a,
         Client(b.url, extensions=[tasks_extension()]) as client_b,
         Client(c.url, extensions=[tasks_extension()]) as client_c,
     ):

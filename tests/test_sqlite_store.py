@@ -70,6 +70,27 @@ async def test_reopen_keeps_schema_and_data(tmp_path: Path) -> None:
     assert _pragma(path, "user_version") == SCHEMA_VERSION
 
 
+async def test_a_record_written_before_client_capabilities_reads_as_unrestricted(tmp_path: Path) -> None:
+    # 0.1 bodies have no `client_capabilities` key; such tasks may ask for any input, as before.
+    path = tmp_path / "tasks.db"
+    store = SqliteTaskStore(path)
+    await store.open()
+    try:
+        await store.create(TaskRecord(task_id="old", owner="o", tool="x", client_capabilities={"roots": {}}))
+        conn = sqlite3.connect(path)
+        try:
+            with conn:
+                conn.execute("UPDATE tasks SET body = json_remove(body, '$.client_capabilities')")
+            (body,) = conn.execute("SELECT body FROM tasks").fetchone()
+        finally:
+            conn.close()
+        assert "client_capabilities" not in body
+        record = await store.get("old")
+    finally:
+        await store.close()
+    assert record is not None and record.client_capabilities is None
+
+
 async def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     conn = sqlite3.connect(path)

@@ -88,7 +88,9 @@ async def outcomes(server: Any) -> list[str]:
 async def start_and_leave(server: Any, ledger_path: Path) -> str:
     """Start a task, record it in a ledger on disk, and return without waiting."""
     tasks = TasksClient(ledger=TaskLedger(ledger_path))
-    async with Client(server, extensions=[tasks]) as client:
+    # The task may only ask what this call declares, so declare `elicitation` for the client that
+    # will resume it and answer.
+    async with Client(server, extensions=[tasks], elicitation_callback=include_drafts) as client:
         handle = await start_tool_call(client, "monthly_report", {"month": "2027-01"})
         assert isinstance(handle, TaskHandle)
         return handle.task_id

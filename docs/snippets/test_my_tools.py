@@ -65,15 +65,19 @@ async def test_publishes_when_approved(app: TaskServer, fast: TasksClient) -> No
 
 # --8<-- [start:step-by-step]
 async def test_asks_before_publishing(app: TaskServer, fast: TasksClient) -> None:
-    async with Client(app.mcp, extensions=[fast]) as client:
+    # The callback declares `elicitation` (the server asks only clients that declared it);
+    # `answer_inputs=False` leaves the answering to the test.
+    async with Client(app.mcp, extensions=[fast], elicitation_callback=answering(True)) as client:
         handle = await start_tool_call(client, "run_pipeline", {"kind": "test"})
         assert isinstance(handle, TaskHandle)
+        asked = []
         async for task in handle.watch(answer_inputs=False):  # see the question, answer it yourself
             if task.status == "input_required":
                 ((key, request),) = (task.input_requests or {}).items()
-                assert request["params"]["message"] == "The test pipeline passed. Publish the artifacts?"
+                asked.append(request["params"]["message"])
                 await handle.respond({key: {"action": "decline"}})
         result = await handle.result()
+    assert asked == ["The test pipeline passed. Publish the artifacts?"]
     assert result.structured_content is not None
     assert result.structured_content["published"] is False
 
@@ -82,10 +86,21 @@ async def test_asks_before_publishing(app: TaskServer, fast: TasksClient) -> Non
 
 
 # --8<-- [start:inline]
-async def test_without_the_extension_the_question_is_a_tool_error(app: TaskServer) -> None:
-    async with Client(app.mcp) as client:  # no TasksClient: the tool runs inline
+async def test_without_the_extension_the_question_is_a_round(app: TaskServer) -> None:
+    # No TasksClient: the tool runs inline, and its question is an input_required round the
+    # SDK client answers through the same callback, then retries the call.
+    async with Client(app.mcp, elicitation_callback=answering(True)) as client:
         result = await client.call_tool("run_pipeline", {"kind": "test"})
-    assert result.is_error is True  # it needs input, and there is no task to carry the question
+    assert result.structured_content is not None
+    assert result.structured_content["published"] is True
+
+
+async def test_a_client_that_cannot_answer_is_never_asked(app: TaskServer) -> None:
+    async with Client(app.mcp) as client:  # no elicitation callback: `elicitation` not declared
+        result = await client.call_tool("run_pipeline", {"kind": "test"})
+    assert result.is_error is False
+    assert result.structured_content is not None
+    assert result.structured_content["published"] is False  # the answer was Unsupported
 
 
 # --8<-- [end:inline]

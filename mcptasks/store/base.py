@@ -49,6 +49,9 @@ class TaskRecord:
     """Client-chosen key: a second create with the same (owner, key) returns the first task."""
     checkpoint: Any = None
     """JSON state the body saved with `ctx.checkpoint(...)`; a re-run starts with it (`ctx.saved`)."""
+    client_capabilities: dict[str, Any] | None = None
+    """The input capabilities (`elicitation`, `sampling`, `roots`) the creating request declared;
+    the body may only ask for input through these. None: not restricted."""
     version: int = 0
 
     def __post_init__(self) -> None:

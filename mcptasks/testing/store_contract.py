@@ -93,6 +93,7 @@ def _rich_record() -> TaskRecord:
         input_responses={"k0": {"action": "accept", "content": {"answer": None, "ok": True}}},
         input_key_counter=2,
         runner="engine-" + UNICODE,
+        client_capabilities={"elicitation": {"form": {}}, "roots": {"listChanged": True}, "sampling": {}},
         version=7,
     )
 
