@@ -13,6 +13,7 @@ from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.store.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
 from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
 from mcptasks.yields import (
@@ -105,6 +106,7 @@ __all__ = [
     "RedisTaskStore",
     "Result",
     "Root",
+    "RunnerLease",
     "Sample",
     "SampleResult",
     "SqliteTaskStore",
@@ -119,9 +121,12 @@ __all__ = [
     "TaskInputError",
     "TaskLedger",
     "TaskNotFound",
+    "TaskPage",
     "TaskPolicy",
+    "TaskQuery",
     "TaskRecord",
     "TaskServer",
+    "TaskStats",
     "TaskStatus",
     "TaskStore",
     "TaskStuck",
