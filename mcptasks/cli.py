@@ -218,9 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
         )
-    from mcptasks import call_cli
+    from mcptasks import admin_cli, call_cli
 
     call_cli.register(commands)
+    admin_cli.register(commands)
     return parser
 
 
