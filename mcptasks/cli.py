@@ -219,9 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
         )
     from mcptasks import admin_cli, call_cli
+    from mcptasks.dashboard import cli as dashboard_cli
 
     call_cli.register(commands)
     admin_cli.register(commands)
+    dashboard_cli.register(commands)
     return parser
 
 
