@@ -22,7 +22,7 @@ import anyio
 import pytest
 from browser import Browser, chromium_or_skip
 from operator_stores import store_url, workload
-from processes import clean_env, free_port, stop, wait_accepting
+from processes import ROOT, clean_env, free_port, stop, wait_accepting
 
 from mcptasks.dashboard.cli import is_loopback
 
@@ -249,3 +249,22 @@ def test_cli_refuses_unsafe_or_useless_setups(tmp_path: Path, args: list[str], m
 def test_loopback_hosts() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
+
+
+def test_the_screenshot_script_saves_both_pictures(tmp_path: Path) -> None:
+    executable = chromium_or_skip()
+    command = [
+        sys.executable,
+        "examples/dashboard_screenshots.py",
+        "--out",
+        str(tmp_path),
+        "--chromium",
+        executable,
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=clean_env(), timeout=300, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("dashboard.png", "dashboard-task.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000

@@ -16,6 +16,7 @@ Nothing synchronises by sleeping: every wait polls observable state under a gene
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.util
 import itertools
 import json
@@ -847,6 +848,32 @@ async def test_howto_auth_scopes_tasks_to_their_owner() -> None:
             assert (await alice.finish(task_id))["status"] == "completed"
             rejected = await bad_http.post(url, json={}, headers={"Content-Type": "application/json"})
             assert rejected.status_code == 401
+
+
+@exercises("operate_dashboard.py")
+async def test_operate_dashboard_mounted_behind_the_servers_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the snippet's sqlite:///tasks.db
+    monkeypatch.setenv("OPS_PASSWORD", "pw")
+    monkeypatch.setenv("OPS_TOKEN", "tok")
+    snippet = load_snippet("operate_dashboard.py")
+    async with serve_http(snippet.http_app) as url:
+        base = url.removesuffix("/mcp") + "/ops/"
+        login = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            assert (await http.get(base)).status_code == 401
+            assert (await http.get(base, headers={"Authorization": "Basic b3BzOm5v"})).status_code == 401
+            engine = snippet.app.extension.engine
+            record = await engine.start(snippet.run_pipeline, {"kind": "test"}, owner="alice")
+            page = await http.get(base, headers=login)
+            assert page.status_code == 200
+            assert f'data-task-id="{record.task_id}"' in page.text and 'data-base="/ops/"' in page.text
+            assert (await http.get(f"{base}static/dashboard.js", headers=login)).status_code == 200
+            cancel = f"{base}api/tasks/{record.task_id}/cancel"
+            assert (await http.post(cancel, headers=login)).status_code == 401
+            done = await http.post(cancel, headers={**login, "X-Operator-Token": "tok"})
+            assert done.json() == {"taskId": record.task_id, "status": "cancelled", "changed": True}
 
 
 @exercises("howto_fallback.py")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import anyio
 from starlette.applications import Starlette
@@ -20,7 +20,7 @@ from mcptasks.dashboard.views import STATUSES, summary
 from mcptasks.store.base import TaskStore
 from mcptasks.store.url import store_from_url
 
-__all__ = ["TOKEN_HEADER", "dashboard_app"]
+__all__ = ["TOKEN_HEADER", "StoreSource", "dashboard_app"]
 
 TOKEN_HEADER = "X-Operator-Token"
 """The request header that carries the operator token on write actions."""
@@ -37,17 +37,27 @@ _HEADERS = {
 _ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 
 
-class _Store:
-    """The store the app reads: given open, or opened from a URL on first use (and closed by
-    the app's lifespan when it runs standalone)."""
+StoreSource: TypeAlias = "TaskStore | str | Callable[[], TaskStore]"
+"""What `dashboard_app` reads: an open store, a store URL, or a function returning an open store."""
 
-    def __init__(self, store: TaskStore | str) -> None:
+
+class _Store:
+    """The store the app reads: given open (or by a function, asked on every request), or
+    opened from a URL on first use (and closed by the app's lifespan when it runs standalone)."""
+
+    def __init__(self, store: StoreSource) -> None:
         self.owned = isinstance(store, str)
-        self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
+        self._source = store if callable(store) and not isinstance(store, TaskStore) else None
+        self.store: TaskStore | None = store_from_url(store) if isinstance(store, str) else None
+        if self.store is None and self._source is None:
+            self.store = cast(TaskStore, store)
         self._opened = not self.owned
         self._lock = anyio.Lock()
 
     async def get(self) -> TaskStore:
+        if self._source is not None:
+            return self._source()
+        assert self.store is not None
         if not self._opened:
             async with self._lock:
                 if not self._opened:
@@ -56,7 +66,7 @@ class _Store:
         return self.store
 
     async def close(self) -> None:
-        if self.owned and self._opened:
+        if self.owned and self._opened and self.store is not None:
             self._opened = False
             await self.store.close()
 
@@ -70,7 +80,7 @@ def _choice(value: str | None, allowed: frozenset[str] | None = None) -> frozens
 
 
 def dashboard_app(
-    store: TaskStore | str,
+    store: StoreSource,
     *,
     token: str | None = None,
     title: str = "mcptasks",
@@ -79,7 +89,9 @@ def dashboard_app(
 ) -> Starlette:
     """The dashboard as an ASGI app; mount it in your server behind your own authentication.
 
-    - `store`: an open `TaskStore` (the app leaves it open), or a store URL (opened on first use).
+    - `store`: an open `TaskStore` (the app leaves it open), a function returning one (asked on
+      each request, e.g. `lambda: server.extension.engine.store`), or a store URL (opened on
+      first use, closed with the app's lifespan).
     - `token`: the operator token that write actions (cancel) must carry in the `X-Operator-Token`
       header; None disables every write action.
     - `refresh`: seconds between the page's live updates.
