@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from typing import Any, Literal
 
 import anyio
@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.observer import EngineObserver
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
@@ -311,6 +312,8 @@ class TaskEngine:
         self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
+        self.observer: EngineObserver | None = None
+        """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
 
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
@@ -328,6 +331,8 @@ class TaskEngine:
             raise RuntimeError("TaskEngine is already running")
         stack = AsyncExitStack()
         await stack.__aenter__()
+        if self.observer is not None:
+            self.store = self.observer.wrap_store(self.store)
         try:
             await self.store.open()
             stack.push_async_callback(self.store.close)
@@ -484,6 +489,8 @@ class TaskEngine:
         run = _TaskRun(self, record.task_id, record.expires_at) if run_here else None
         if run is not None:
             self._runs[record.task_id] = run
+        if self.observer is not None:
+            self.observer.creating(record)
         try:
             stored = await self.store.create(record)
         except BaseException:
@@ -501,6 +508,8 @@ class TaskEngine:
                     {"taskId": stored.task_id} if stored.tool == record.tool else None,
                 )
             return stored
+        if self.observer is not None:
+            self.observer.created(record)
         if run is None:
             await self.store.publish(record.task_id)
         else:
@@ -547,6 +556,8 @@ class TaskEngine:
         finally:
             self._claiming -= 1
         for record in claimed:
+            if self.observer is not None:
+                self.observer.claimed(record)
             tool = self.tools.get(record.tool)
             if tool is None:
                 self._runs.pop(record.task_id, None)
@@ -565,6 +576,22 @@ class TaskEngine:
         return len(claimed)
 
     async def _execute(
+        self,
+        tool: TaskTool,
+        args: dict[str, Any],
+        run: _TaskRun,
+        owner: str,
+        prepared: tuple[Any, TaskContext, Pending | None] | None,
+    ) -> None:
+        observed = (
+            nullcontext()
+            if self.observer is None or run.record is None
+            else self.observer.executing(run.record)
+        )
+        with observed:
+            await self._run_and_settle(tool, args, run, owner, prepared)
+
+    async def _run_and_settle(
         self,
         tool: TaskTool,
         args: dict[str, Any],
@@ -699,6 +726,8 @@ class TaskEngine:
             if updated is None:
                 return record
             if await self.store.replace(updated, expected_version=record.version):
+                if self.observer is not None:
+                    self.observer.changed(record, updated)
                 return updated
             record = None
 
@@ -717,6 +746,8 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if throttle and self.poll_limit != "off" and not record.terminal:
             await self._throttle(record)
+        if throttle and self.observer is not None:
+            self.observer.requested("tasks/get", record)
         return record
 
     async def _throttle(self, record: TaskRecord) -> None:
@@ -743,6 +774,8 @@ class TaskEngine:
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)
+        if self.observer is not None:
+            self.observer.requested("tasks/update", current)
 
         changed = False
 
@@ -771,6 +804,8 @@ class TaskEngine:
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)
+        if self.observer is not None:
+            self.observer.requested("tasks/cancel", current)
 
         def change(record: TaskRecord) -> TaskRecord:
             return record.evolve(

@@ -60,6 +60,9 @@ class TaskRecord:
     transitions: list[list[Any]] = field(default_factory=list)
     """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
     `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
+    trace: dict[str, str] | None = None
+    """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
+    telemetry in any process can link the task's spans to it; None without telemetry."""
 
     def __post_init__(self) -> None:
         if not self.updated_at:
