@@ -21,13 +21,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 try:
     from opentelemetry import metrics, trace
     from opentelemetry.context import Context
+    from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.trace import Link, SpanKind, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -48,11 +50,14 @@ METRICS: dict[str, str] = {
     "mcp.task.status (sum it over replicas).",
     "mcptasks.queue.depth": "UpDownCounter: tasks queued for a worker (no runner yet), by gen_ai.tool.name.",
     "mcptasks.task.duration": "Histogram (s): creation to final status, by gen_ai.tool.name and mcp.task.status.",
-    "mcptasks.task.input_wait": "Histogram (s): time a finished task spent in input_required, by gen_ai.tool.name.",
+    "mcptasks.task.input_wait": "Histogram (s): time a finished task that asked for input spent in "
+    "input_required, by gen_ai.tool.name.",
     "mcptasks.task.claim_latency": "Histogram (s): queued until claimed by a worker, by gen_ai.tool.name.",
     "mcptasks.task.requests": "Counter: tasks/get, tasks/update, tasks/cancel served, by mcp.method.name and "
     "gen_ai.tool.name (polls per task = tasks/get count / tasks created).",
-    "mcptasks.store.operation.duration": "Histogram (s): store calls, by db.operation.name and error.type.",
+    "mcptasks.store.operations": "Counter: store calls, by db.operation.name and error.type (failed calls).",
+    "mcptasks.store.operation.time": "Counter (s): time spent in store calls, by db.operation.name; divided by "
+    "mcptasks.store.operations it is the mean latency.",
 }
 """Every metric `Telemetry` records, with its instrument and attributes."""
 
@@ -60,6 +65,26 @@ _TOOL = "gen_ai.tool.name"
 _STATUS = "mcp.task.status"
 _TASK_ID = "mcp.task.id"
 _PROPAGATOR = TraceContextTextMapPropagator()
+_LINK_CACHE = 4096
+"""Creating-span contexts remembered per task id, so a poll does not re-parse the traceparent."""
+
+Attributes = tuple[tuple[str, str], ...]
+
+
+class _Tally:
+    """Sums kept in a plain dict and read by an observable instrument when metrics are collected:
+    a per-request event costs a dict update, not an OTel SDK measurement."""
+
+    def __init__(self) -> None:
+        self.values: dict[Attributes, float] = {}
+
+    def add(self, amount: float, attributes: Attributes) -> None:
+        self.values[attributes] = self.values.get(attributes, 0) + amount
+
+    def observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        # list() copies the items in one step (under the GIL) while the event loop may add keys
+        return [Observation(value, dict(key)) for key, value in list(self.values.items())]
+
 
 current_task: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
     "mcptasks_current_task", default=None
@@ -97,6 +122,47 @@ def _input_wait(record: TaskRecord) -> float:
     return total
 
 
+class _Instruments:
+    """The instruments of one meter provider, shared by every `Telemetry` using it (an
+    observable instrument can be registered once per name)."""
+
+    def __init__(self, meter_provider: Any) -> None:
+        self.provider = meter_provider  # keeps the registry key's object alive
+        meter = metrics.get_meter("mcptasks", __version__, meter_provider=meter_provider)
+        self.created, self.ended, self.active, self.queued = _Tally(), _Tally(), _Tally(), _Tally()
+        self.requests, self.store_calls, self.store_time = _Tally(), _Tally(), _Tally()
+        for name, tally, unit, kind in (
+            ("mcptasks.tasks.created", self.created, "{task}", meter.create_observable_counter),
+            ("mcptasks.tasks.ended", self.ended, "{task}", meter.create_observable_counter),
+            ("mcptasks.tasks.active", self.active, "{task}", meter.create_observable_up_down_counter),
+            ("mcptasks.queue.depth", self.queued, "{task}", meter.create_observable_up_down_counter),
+            ("mcptasks.task.requests", self.requests, "{request}", meter.create_observable_counter),
+            ("mcptasks.store.operations", self.store_calls, "{operation}", meter.create_observable_counter),
+            ("mcptasks.store.operation.time", self.store_time, "s", meter.create_observable_counter),
+        ):
+            kind(name, callbacks=[tally.observe], unit=unit, description=METRICS[name])
+        self.duration = meter.create_histogram(
+            "mcptasks.task.duration", unit="s", description=METRICS["mcptasks.task.duration"]
+        )
+        self.input_wait = meter.create_histogram(
+            "mcptasks.task.input_wait", unit="s", description=METRICS["mcptasks.task.input_wait"]
+        )
+        self.claim_latency = meter.create_histogram(
+            "mcptasks.task.claim_latency", unit="s", description=METRICS["mcptasks.task.claim_latency"]
+        )
+
+
+_REGISTRY: dict[int, _Instruments] = {}
+
+
+def _instruments(meter_provider: Any) -> _Instruments:
+    provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+    found = _REGISTRY.get(id(provider))
+    if found is None or found.provider is not provider:
+        found = _REGISTRY[id(provider)] = _Instruments(provider)
+    return found
+
+
 class Telemetry:
     """An `EngineObserver` that records spans and metrics through the OpenTelemetry API.
 
@@ -107,46 +173,26 @@ class Telemetry:
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self.tracer = trace.get_tracer("mcptasks", __version__, tracer_provider=tracer_provider)
-        meter = metrics.get_meter("mcptasks", __version__, meter_provider=meter_provider)
-        self._created = meter.create_counter(
-            "mcptasks.tasks.created", unit="{task}", description=METRICS["mcptasks.tasks.created"]
+        shared = _instruments(meter_provider)
+        self._created, self._ended, self._active = shared.created, shared.ended, shared.active
+        self._queued, self._requests = shared.queued, shared.requests
+        self.store_calls, self.store_time = shared.store_calls, shared.store_time
+        self._duration, self._input_wait, self._claim_latency = (
+            shared.duration,
+            shared.input_wait,
+            shared.claim_latency,
         )
-        self._ended = meter.create_counter(
-            "mcptasks.tasks.ended", unit="{task}", description=METRICS["mcptasks.tasks.ended"]
-        )
-        self._active = meter.create_up_down_counter(
-            "mcptasks.tasks.active", unit="{task}", description=METRICS["mcptasks.tasks.active"]
-        )
-        self._queued = meter.create_up_down_counter(
-            "mcptasks.queue.depth", unit="{task}", description=METRICS["mcptasks.queue.depth"]
-        )
-        self._duration = meter.create_histogram(
-            "mcptasks.task.duration", unit="s", description=METRICS["mcptasks.task.duration"]
-        )
-        self._input_wait = meter.create_histogram(
-            "mcptasks.task.input_wait", unit="s", description=METRICS["mcptasks.task.input_wait"]
-        )
-        self._claim_latency = meter.create_histogram(
-            "mcptasks.task.claim_latency", unit="s", description=METRICS["mcptasks.task.claim_latency"]
-        )
-        self._requests = meter.create_counter(
-            "mcptasks.task.requests", unit="{request}", description=METRICS["mcptasks.task.requests"]
-        )
-        self.store_duration = meter.create_histogram(
-            "mcptasks.store.operation.duration",
-            unit="s",
-            description=METRICS["mcptasks.store.operation.duration"],
-        )
+        self._links: OrderedDict[str, Link | None] = OrderedDict()
         self._spans: dict[str, trace.Span] = {}
         """Execution spans of the bodies running in this process, by task id."""
 
     # -- EngineObserver ------------------------------------------------------------------------
 
     def wrap_store(self, store: TaskStore) -> TaskStore:
-        """The store, timing every operation (`mcptasks.store.operation.duration`)."""
+        """The store, counting and timing every operation (`mcptasks.store.*`)."""
         if isinstance(store, TimedStore):
             return store
-        return TimedStore(store, self.store_duration)
+        return TimedStore(store, self.store_calls, self.store_time)
 
     def creating(self, record: TaskRecord) -> None:
         """Remember the current (creating `tools/call`) span's context on the record; enrich it."""
@@ -161,16 +207,16 @@ class Telemetry:
 
     def created(self, record: TaskRecord) -> None:
         """Count the task; it is active (and queued when no runner took it)."""
-        tool = {_TOOL: record.tool}
+        tool = ((_TOOL, record.tool),)
         self._created.add(1, tool)
-        self._active.add(1, {**tool, _STATUS: record.status})
+        self._active.add(1, (*tool, (_STATUS, record.status)))
         if record.runner is None:
             self._queued.add(1, tool)
 
     @contextmanager
     def executing(self, record: TaskRecord) -> Iterator[object]:
         """The run's root span, linked to the creating span, current while the body runs."""
-        link = _creating_link(record)
+        link = self._link(record)
         attributes: dict[str, str | int] = {
             _TASK_ID: record.task_id,
             _TOOL: record.tool,
@@ -196,13 +242,13 @@ class Telemetry:
 
     def changed(self, before: TaskRecord, after: TaskRecord) -> None:
         """Events on the running span; active/queue gauges; the end-of-task metrics."""
-        tool = {_TOOL: after.tool}
+        tool = ((_TOOL, after.tool),)
         span = self._spans.get(after.task_id)
         if before.status != after.status:
             if before.status in ACTIVE_STATUSES:
-                self._active.add(-1, {**tool, _STATUS: before.status})
+                self._active.add(-1, (*tool, (_STATUS, before.status)))
             if after.status in ACTIVE_STATUSES:
-                self._active.add(1, {**tool, _STATUS: after.status})
+                self._active.add(1, (*tool, (_STATUS, after.status)))
         if before.runner is not None and after.runner is None and after.status in ACTIVE_STATUSES:
             self._queued.add(1, tool)  # put back in the queue (retry after a lost worker)
         if span is not None and span.is_recording():
@@ -224,10 +270,12 @@ class Telemetry:
                 span.add_event("mcp.task.status", event)
         if after.status in TERMINAL_STATUSES and before.status not in TERMINAL_STATUSES:
             error = _error_type(after)
-            ended = {**tool, _STATUS: after.status}
-            self._ended.add(1, ended if error is None else {**ended, "error.type": error})
-            self._duration.record(max(0.0, after.updated_at - after.created_at), ended)
-            self._input_wait.record(_input_wait(after), tool)
+            ended = (*tool, (_STATUS, after.status))
+            self._ended.add(1, ended if error is None else (*ended, ("error.type", error)))
+            self._duration.record(max(0.0, after.updated_at - after.created_at), dict(ended))
+            if any(status == "input_required" for _, status, _ in after.transitions):
+                self._input_wait.record(_input_wait(after), dict(tool))
+            self._links.pop(after.task_id, None)
             if before.runner is None:
                 self._queued.add(-1, tool)  # ended (cancelled) before any worker claimed it
             if span is not None and span.is_recording():
@@ -240,27 +288,39 @@ class Telemetry:
 
     def claimed(self, record: TaskRecord) -> None:
         """Claim latency and queue depth."""
-        tool = {_TOOL: record.tool}
-        self._queued.add(-1, tool)
-        self._claim_latency.record(max(0.0, time.time() - record.updated_at), tool)
+        self._queued.add(-1, ((_TOOL, record.tool),))
+        self._claim_latency.record(max(0.0, time.time() - record.updated_at), {_TOOL: record.tool})
 
     def requested(self, method: str, record: TaskRecord) -> None:
         """Count the request; enrich the SDK's span for it with the task id and the creating link."""
-        self._requests.add(1, {"mcp.method.name": method, _TOOL: record.tool})
+        self._requests.add(1, (("mcp.method.name", method), (_TOOL, record.tool)))
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attribute(_TASK_ID, record.task_id)
-            link = _creating_link(record)
+            link = self._link(record)
             if link is not None:
                 span.add_link(link.context)
 
+    def _link(self, record: TaskRecord) -> Link | None:
+        """The link to the task's creating span (parsed once per task, then remembered)."""
+        try:
+            return self._links[record.task_id]
+        except KeyError:
+            pass
+        link = _creating_link(record)
+        self._links[record.task_id] = link
+        if len(self._links) > _LINK_CACHE:
+            self._links.popitem(last=False)
+        return link
+
 
 class TimedStore:
-    """A `TaskStore` that records the duration (and error type) of every call of another."""
+    """A `TaskStore` that counts and times every call of another (and counts failed calls)."""
 
-    def __init__(self, store: TaskStore, histogram: Any) -> None:
+    def __init__(self, store: TaskStore, calls: _Tally, seconds: _Tally) -> None:
         self.inner = store
-        self._histogram = histogram
+        self._calls = calls
+        self._seconds = seconds
         self.durable = store.durable
 
     def __getattr__(self, name: str) -> Any:
@@ -271,17 +331,15 @@ class TimedStore:
 
     async def _timed(self, operation: str, call: Callable[[], Any]) -> Any:
         start = time.perf_counter()
-        error: str | None = None
+        key: Attributes = (("db.operation.name", operation),)
         try:
             return await call()
         except BaseException as exc:
-            error = type(exc).__qualname__
+            key = (*key, ("error.type", type(exc).__qualname__))
             raise
         finally:
-            attributes = {"db.operation.name": operation}
-            if error is not None:
-                attributes["error.type"] = error
-            self._histogram.record(time.perf_counter() - start, attributes)
+            self._calls.add(1, key)
+            self._seconds.add(time.perf_counter() - start, key[:1])
 
     async def open(self) -> None:
         await self._timed("open", self.inner.open)

@@ -162,8 +162,10 @@ async def test_create_poll_input_complete(spans: InMemorySpanExporter, reader: I
     assert duration.count == 1 and duration.attributes["mcp.task.status"] == "completed"
     [input_wait] = points["mcptasks.task.input_wait"]
     assert input_wait.count == 1 and 0 < input_wait.sum <= duration.sum
-    operations = {p.attributes["db.operation.name"] for p in points["mcptasks.store.operation.duration"]}
-    assert {"create", "get", "replace"} <= operations
+    operations = {p.attributes["db.operation.name"]: p.value for p in points["mcptasks.store.operations"]}
+    assert {"create", "get", "replace"} <= set(operations) and operations["create"] == 1
+    seconds = {p.attributes["db.operation.name"]: p.value for p in points["mcptasks.store.operation.time"]}
+    assert set(seconds) == set(operations) and all(value > 0 for value in seconds.values())
 
 
 async def test_a_failure_and_a_tool_error(spans: InMemorySpanExporter, reader: InMemoryMetricReader) -> None:
@@ -287,7 +289,7 @@ async def test_no_observer_no_telemetry(spans: InMemorySpanExporter) -> None:
 
 
 def test_metrics_list_and_instrument_errors() -> None:
-    assert len(METRICS) == 9 and all(name.startswith("mcptasks.") for name in METRICS)
+    assert len(METRICS) == 10 and all(name.startswith("mcptasks.") for name in METRICS)
     with pytest.raises(TypeError, match="cannot instrument"):
         instrument(object())
     assert isinstance(instrument(TaskEngine()), Telemetry)
