@@ -876,6 +876,36 @@ async def test_operate_dashboard_mounted_behind_the_servers_login(
             assert done.json() == {"taskId": record.task_id, "status": "cancelled", "changed": True}
 
 
+@exercises("operate_telemetry.py")
+def test_operate_telemetry_prints_linked_task_spans_and_correlated_logs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SNIPPETS / "operate_telemetry.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )
+    assert done.returncode == 0, done.stderr
+    decoder = json.JSONDecoder()
+    objects, position = [], 0
+    while (start := done.stdout.find("{", position)) != -1:
+        value, position = decoder.raw_decode(done.stdout, start)
+        objects.append(value)
+    spans = {o["name"]: o for o in objects if "name" in o and "context" in o}
+    call, execute = spans["tools/call run_pipeline"], spans["task.execute run_pipeline"]
+    assert execute["parent_id"] is None
+    assert [link["context"]["span_id"] for link in execute["links"]] == [call["context"]["span_id"]]
+    task_id = execute["attributes"]["mcp.task.id"]
+    assert call["attributes"]["mcp.task.id"] == task_id
+    assert execute["attributes"]["mcp.task.status"] == "completed"
+    metric_names = re.findall(r'"name": "(mcptasks\.[a-z_.]+)"', done.stdout)
+    assert {"mcptasks.tasks.created", "mcptasks.tasks.ended", "mcptasks.task.duration"} <= set(metric_names)
+    trace_id = execute["context"]["trace_id"].removeprefix("0x")
+    assert f"INFO ci task={task_id} trace={trace_id} starting test" in done.stderr
+
+
 @exercises("howto_fallback.py")
 async def test_howto_fallback_two_tools() -> None:
     snippet = load_snippet("howto_fallback.py")
