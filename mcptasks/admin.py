@@ -127,6 +127,7 @@ def describe(
         view["inputRequests"] = record.input_requests
         view["error"] = record.error
         view["timeline"] = timeline(record)
+        view["traceparent"] = (record.trace or {}).get("traceparent")
     if show_result:
         view["arguments"] = record.arguments
         view["result"] = record.result

@@ -737,3 +737,14 @@ class StoreContract:
             ["completed", None],
         ]
         assert stored.transitions[0][0] == waiting.updated_at
+
+    @pytest.mark.anyio
+    async def test_trace_context_round_trips(self, store: TaskStore) -> None:
+        carrier = {
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tracestate": "k=v",
+        }
+        record = await store.create(_record(trace=carrier))
+        assert (await store.get(record.task_id)) == record
+        claimed = await store.claim("runner-t", 10)
+        assert [r.trace for r in claimed] == [carrier]
