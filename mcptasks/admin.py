@@ -22,7 +22,9 @@ from mcptasks.store.url import store_from_url
 
 __all__ = [
     "OPERATOR_CANCEL_REASON",
+    "age_text",
     "cancel_task",
+    "check_operator_url",
     "describe",
     "iso",
     "open_store",
@@ -41,6 +43,28 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0
 def owner_hash(owner: str) -> str:
     """A short, stable, opaque stand-in for an owner (the first 12 hex digits of its SHA-256)."""
     return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def age_text(seconds: float) -> str:
+    """A short age: `42s`, `5m07s`, `3h02m`, `2d04h`."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def check_operator_url(url: str) -> str:
+    """`url` if operator tools can reach it from another process; `ValueError` for `memory://`."""
+    if url.strip().lower().startswith("memory:"):
+        raise ValueError(
+            "memory:// holds tasks inside one server process; point the operator tools at the "
+            "server's shared store (sqlite:///..., redis://..., postgresql://...)"
+        )
+    return url
 
 
 def iso(epoch: float | None) -> str | None:
@@ -141,12 +165,7 @@ async def open_store(url: str) -> AsyncIterator[TaskStore]:
     `ValueError` for a malformed URL or for `memory://`, whose records live inside one server
     process and cannot be reached from another.
     """
-    store = store_from_url(url)
-    if url.strip().lower().startswith("memory:"):
-        raise ValueError(
-            "memory:// holds tasks inside one server process; point the admin tools at the "
-            "server's shared store (sqlite:///..., redis://..., postgresql://...)"
-        )
+    store = store_from_url(check_operator_url(url))
     await store.open()
     try:
         yield store

@@ -18,6 +18,7 @@ import anyio
 
 from mcptasks.admin import (
     OPERATOR_CANCEL_REASON,
+    age_text,
     cancel_task,
     describe,
     iso,
@@ -29,7 +30,7 @@ from mcptasks.store.admin import TaskQuery
 from mcptasks.store.base import TaskStore
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
-__all__ = ["register"]
+__all__ = ["STORE_ENV", "add_store_option", "register"]
 
 STORE_ENV = "MCPTASKS_STORE"
 _SHOWN = (
@@ -61,17 +62,6 @@ def _safe(text: object, width: int | None = None) -> str:
     if width is not None and len(shown) > width:
         shown = shown[: width - 1] + "…"
     return shown
-
-
-def _age(seconds: float) -> str:
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
@@ -114,7 +104,7 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
                 _safe(view["tool"], 24),
                 view["status"],
                 _safe(view["owner"], 24) if args.show_owners else view["ownerHash"],
-                _age(view["ageSeconds"]),
+                age_text(view["ageSeconds"]),
                 str(view["attempt"]),
                 _safe(view["runner"] or "-", 20),
                 _safe(view["statusMessage"] or "", 48),
@@ -198,7 +188,7 @@ async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
     oldest = (
         "-"
         if stats.oldest_active is None
-        else f"{iso(stats.oldest_active)} ({_age(now - stats.oldest_active)} ago)"
+        else f"{iso(stats.oldest_active)} ({age_text(now - stats.oldest_active)} ago)"
     )
     out.write(f"oldest active: {oldest}\nqueued (no runner yet): {stats.queued}\n")
     if stats.runners:
@@ -250,6 +240,13 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 2
 
 
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    """The `--store URL` option of the operator commands."""
+    parser.add_argument(
+        "--store", help=f"task store URL (sqlite:///..., redis://..., postgresql://...); also ${STORE_ENV}"
+    )
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `admin` subcommand (it sets `handler(args) -> int`)."""
     admin = commands.add_parser(
@@ -263,10 +260,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     def action(name: str, text: str) -> argparse.ArgumentParser:
         parser = actions.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
-        parser.add_argument(
-            "--store",
-            help=f"task store URL (sqlite:///..., redis://..., postgresql://...); also ${STORE_ENV}",
-        )
+        add_store_option(parser)
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
         parser.set_defaults(handler=run_admin)
         return parser

@@ -7,10 +7,12 @@ import ipaddress
 import os
 import sys
 
+from mcptasks.admin import check_operator_url
+from mcptasks.admin_cli import STORE_ENV, add_store_option
+
 __all__ = ["TOKEN_ENV", "is_loopback", "register", "run_dashboard"]
 
 TOKEN_ENV = "MCPTASKS_DASHBOARD_TOKEN"
-STORE_ENV = "MCPTASKS_STORE"
 
 
 def is_loopback(host: str) -> bool:
@@ -37,8 +39,10 @@ def run_dashboard(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     if not url:
         return fail(f"name the task store: --store URL or ${STORE_ENV}")
-    if url.strip().lower().startswith("memory:"):
-        return fail("memory:// holds tasks inside one server process; use the server's shared store")
+    try:
+        check_operator_url(url)
+    except ValueError as exc:
+        return fail(str(exc))
     if not 0 < args.port < 65536:
         return fail(f"--port must be between 1 and 65535, got {args.port}")
     if not is_loopback(args.host) and token is None:
@@ -66,9 +70,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="serve a live web dashboard of the task store (operators)",
         description="Serve a live web dashboard of the task store. Reads need no token; cancelling does.",
     )
-    parser.add_argument(
-        "--store", help=f"task store URL (sqlite:///..., redis://..., postgresql://...); also ${STORE_ENV}"
-    )
+    add_store_option(parser)
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)"
     )

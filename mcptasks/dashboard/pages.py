@@ -7,6 +7,7 @@ import json
 from html import escape
 from typing import Any
 
+from mcptasks.admin import age_text
 from mcptasks.dashboard.views import STATUSES
 
 __all__ = ["detail_page", "list_page"]
@@ -23,17 +24,6 @@ _LABELS = {
 def esc(value: object) -> str:
     """`value` as HTML text (None as an empty string)."""
     return "" if value is None else escape(str(value), quote=True)
-
-
-def _age(seconds: float) -> str:
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
 def _layout(base: str, title: str, page: str, refresh_ms: int, body: str, data: dict[str, str]) -> str:
@@ -70,7 +60,7 @@ def _row(task: dict[str, Any], base: str) -> str:
         f'<td><span class="status s-{esc(task["status"])}">{esc(task["status"])}</span></td>'
         f'<td class="message">{esc(task["statusMessage"])}</td>'
         f'<td class="owner">{esc(task["ownerHash"])}</td>'
-        f"<td>{esc(_age(task['ageSeconds']))}</td>"
+        f"<td>{esc(age_text(task['ageSeconds']))}</td>"
         f"<td>{esc(task['attempt'])}</td>"
         f'<td class="runner">{esc(task["runner"] or "-")}</td>'
         "</tr>"

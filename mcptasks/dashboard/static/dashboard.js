@@ -22,12 +22,13 @@
     return node;
   }
 
-  function age(seconds) {
+  function age(seconds) {  // the same format as the server's age_text
     var s = Math.max(0, Math.floor(seconds));
+    function two(n) { return (n < 10 ? "0" : "") + n; }
     if (s < 60) return s + "s";
-    if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
-    if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
-    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+    if (s < 3600) return Math.floor(s / 60) + "m" + two(s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h" + two(Math.floor((s % 3600) / 60)) + "m";
+    return Math.floor(s / 86400) + "d" + two(Math.floor((s % 86400) / 3600)) + "h";
   }
 
   function statusBadge(status) { return el("span", status, "status s-" + status); }
