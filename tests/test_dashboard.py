@@ -38,7 +38,9 @@ def anyio_backend() -> str:
 
 
 @contextmanager
-def dashboard(url: str, tmp_path: Path, *, token: str | None = TOKEN) -> Iterator[str]:
+def dashboard(
+    url: str, tmp_path: Path, *, token: str | None = TOKEN, extra: tuple[str, ...] = ()
+) -> Iterator[str]:
     """`mcptasks dashboard` on a free loopback port; yields its base URL."""
     port = free_port()
     log = tmp_path / f"dashboard-{port}.log"
@@ -46,7 +48,7 @@ def dashboard(url: str, tmp_path: Path, *, token: str | None = TOKEN) -> Iterato
     command = [sys.executable, "-m", "mcptasks", "dashboard", "--store", url, "--port", str(port)]
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [*command, "--refresh", "0.3"],
+            [*command, "--refresh", "0.3", *extra],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -212,7 +214,7 @@ async def test_api_guards_writes_and_answers_reads(tmp_path: Path) -> None:
                 "status": "cancelled",
                 "changed": True,
             }
-        with dashboard(url, tmp_path, token=None) as base:
+        with dashboard(url, tmp_path, token=None, extra=("--no-results",)) as base:
             status, body, _ = await run(
                 http,
                 "POST",
@@ -222,6 +224,9 @@ async def test_api_guards_writes_and_answers_reads(tmp_path: Path) -> None:
             assert status == 403 and "disabled" in body
             status, page, _ = await run(http, "GET", f"{base}tasks/{load.ids['input_required']}")
             assert status == 200 and 'id="cancel" type="button" disabled' in page
+            assert 'id="result"' not in page
+            status, page, _ = await run(http, "GET", f"{base}api/tasks/{load.ids['completed']}")
+            assert status == 200 and "result" not in json.loads(page)
 
 
 @pytest.mark.parametrize(

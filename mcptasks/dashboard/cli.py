@@ -51,7 +51,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
             "(or --token), or keep the default --host 127.0.0.1"
         )
     try:
-        app = dashboard_app(url, token=token, title=args.title, refresh=args.refresh)
+        app = dashboard_app(
+            url, token=token, title=args.title, refresh=args.refresh, show_results=not args.no_results
+        )
     except ValueError as exc:
         return fail(str(exc))
     cancel = "cancel enabled (operator token set)" if token else "read-only (no operator token)"
@@ -81,4 +83,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--title", default="mcptasks", help="page title")
     parser.add_argument("--refresh", type=float, default=2.0, help="seconds between live updates (default 2)")
+    parser.add_argument("--no-results", action="store_true", help="leave task results out of the detail view")
     parser.set_defaults(handler=run_dashboard)
