@@ -22,7 +22,7 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
@@ -69,6 +69,7 @@ _LINK_CACHE = 4096
 """Creating-span contexts remembered per task id, so a poll does not re-parse the traceparent."""
 
 Attributes = tuple[tuple[str, str], ...]
+_OPERATION_KEYS: dict[str, Attributes] = {}
 
 
 class _Tally:
@@ -329,73 +330,76 @@ class TimedStore:
     def __repr__(self) -> str:
         return f"TimedStore({self.inner!r})"
 
-    async def _timed(self, operation: str, call: Callable[[], Any]) -> Any:
+    async def _timed(self, operation: str, call: Awaitable[Any]) -> Any:
         start = time.perf_counter()
-        key: Attributes = (("db.operation.name", operation),)
+        key = _OPERATION_KEYS.get(operation) or _OPERATION_KEYS.setdefault(
+            operation, (("db.operation.name", operation),)
+        )
         try:
-            return await call()
+            result = await call
         except BaseException as exc:
-            key = (*key, ("error.type", type(exc).__qualname__))
+            self._calls.add(1, (*key, ("error.type", type(exc).__qualname__)))
             raise
         finally:
-            self._calls.add(1, key)
-            self._seconds.add(time.perf_counter() - start, key[:1])
+            self._seconds.add(time.perf_counter() - start, key)
+        self._calls.add(1, key)
+        return result
 
     async def open(self) -> None:
-        await self._timed("open", self.inner.open)
+        await self._timed("open", self.inner.open())
 
     async def close(self) -> None:
-        await self._timed("close", self.inner.close)
+        await self._timed("close", self.inner.close())
 
     async def create(self, record: TaskRecord) -> TaskRecord:
-        result: TaskRecord = await self._timed("create", lambda: self.inner.create(record))
+        result: TaskRecord = await self._timed("create", self.inner.create(record))
         return result
 
     async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
-        result: TaskRecord | None = await self._timed("get", lambda: self.inner.get(task_id, owner=owner))
+        result: TaskRecord | None = await self._timed("get", self.inner.get(task_id, owner=owner))
         return result
 
     async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
         result: bool = await self._timed(
-            "replace", lambda: self.inner.replace(record, expected_version=expected_version)
+            "replace", self.inner.replace(record, expected_version=expected_version)
         )
         return result
 
     async def list_active(self) -> list[TaskRecord]:
-        result: list[TaskRecord] = await self._timed("list_active", self.inner.list_active)
+        result: list[TaskRecord] = await self._timed("list_active", self.inner.list_active())
         return result
 
     async def delete_expired(self, now: float) -> int:
-        result: int = await self._timed("delete_expired", lambda: self.inner.delete_expired(now))
+        result: int = await self._timed("delete_expired", self.inner.delete_expired(now))
         return result
 
     async def heartbeat(self, runner: str, ttl: float) -> None:
-        await self._timed("heartbeat", lambda: self.inner.heartbeat(runner, ttl))
+        await self._timed("heartbeat", self.inner.heartbeat(runner, ttl))
 
     async def live_runners(self) -> set[str]:
-        result: set[str] = await self._timed("live_runners", self.inner.live_runners)
+        result: set[str] = await self._timed("live_runners", self.inner.live_runners())
         return result
 
     async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        result: list[TaskRecord] = await self._timed("claim", lambda: self.inner.claim(runner, limit))
+        result: list[TaskRecord] = await self._timed("claim", self.inner.claim(runner, limit))
         return result
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
         result: TaskPage = await self._timed(
-            "list_tasks", lambda: self.inner.list_tasks(query, limit=limit, after=after)
+            "list_tasks", self.inner.list_tasks(query, limit=limit, after=after)
         )
         return result
 
     async def stats(self) -> TaskStats:
-        result: TaskStats = await self._timed("stats", self.inner.stats)
+        result: TaskStats = await self._timed("stats", self.inner.stats())
         return result
 
     async def purge(self, statuses: Collection[str], older_than: float) -> int:
-        result: int = await self._timed("purge", lambda: self.inner.purge(statuses, older_than))
+        result: int = await self._timed("purge", self.inner.purge(statuses, older_than))
         return result
 
     async def publish(self, task_id: str) -> None:
-        await self._timed("publish", lambda: self.inner.publish(task_id))
+        await self._timed("publish", self.inner.publish(task_id))
 
     def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self.inner.subscribe()

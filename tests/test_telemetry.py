@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from sdk_helpers import PROTOCOL_ERROR_CODE, HostApp, Tasks, accept, tasks_extension, the_input_request
 
-from mcptasks import SqliteTaskStore, TaskEngine, task_tool
+from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
 from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
 
 pytestmark = pytest.mark.anyio
@@ -293,3 +293,24 @@ def test_metrics_list_and_instrument_errors() -> None:
     with pytest.raises(TypeError, match="cannot instrument"):
         instrument(object())
     assert isinstance(instrument(TaskEngine()), Telemetry)
+
+
+async def test_store_calls_are_counted_and_failures_typed(reader: InMemoryMetricReader) -> None:
+    class Flaky(MemoryTaskStore):
+        async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+            raise ConnectionError("store down")
+
+    telemetry = Telemetry(meter_provider=MeterProvider(metric_readers=[reader]))
+    store = telemetry.wrap_store(Flaky())
+    assert telemetry.wrap_store(store) is store and store.durable is False
+    await store.create(TaskRecord(task_id="t", owner="o", tool="x"))
+    with pytest.raises(ConnectionError):
+        await store.get("t")
+    calls = {
+        tuple(sorted(p.attributes.items())): p.value
+        for p in metric_points(reader)["mcptasks.store.operations"]
+    }
+    assert calls == {
+        (("db.operation.name", "create"),): 1,
+        (("db.operation.name", "get"), ("error.type", "ConnectionError")): 1,
+    }
