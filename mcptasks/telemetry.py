@@ -174,6 +174,7 @@ class Telemetry:
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self.tracer = trace.get_tracer("mcptasks", __version__, tracer_provider=tracer_provider)
+        self._own_tracer_provider = tracer_provider is not None
         shared = _instruments(meter_provider)
         self._created, self._ended, self._active = shared.created, shared.ended, shared.active
         self._queued, self._requests = shared.queued, shared.requests
@@ -214,9 +215,23 @@ class Telemetry:
         if record.runner is None:
             self._queued.add(1, tool)
 
+    def _tracing(self) -> bool:
+        """Whether spans would be recorded: a provider was given, or a real one is installed
+        globally (checked per run, so an SDK configured after `instrument` still counts)."""
+        return self._own_tracer_provider or not isinstance(
+            trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        )
+
     @contextmanager
     def executing(self, record: TaskRecord) -> Iterator[object]:
         """The run's root span, linked to the creating span, current while the body runs."""
+        if not self._tracing():  # no tracing configured: only the task for log records
+            token = current_task.set((record.task_id, record.tool))
+            try:
+                yield None
+            finally:
+                current_task.reset(token)
+            return
         link = self._link(record)
         attributes: dict[str, str | int] = {
             _TASK_ID: record.task_id,
