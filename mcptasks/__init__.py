@@ -16,6 +16,7 @@ from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.outages import StoreRetry
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
+from mcptasks.store.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
 from mcptasks.store.url import MissingExtra
 from mcptasks.threaded import CancelRequested
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
@@ -119,6 +120,7 @@ __all__ = [
     "RedisTaskStore",
     "Result",
     "Root",
+    "RunnerLease",
     "Sample",
     "SampleResult",
     "SqliteTaskStore",
@@ -133,9 +135,12 @@ __all__ = [
     "TaskInputError",
     "TaskLedger",
     "TaskNotFound",
+    "TaskPage",
     "TaskPolicy",
+    "TaskQuery",
     "TaskRecord",
     "TaskServer",
+    "TaskStats",
     "TaskStatus",
     "TaskStore",
     "TaskStuck",

@@ -328,9 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
             default="text",
             help="text lines, or one JSON object per line for log collectors (default text)",
         )
-    from mcptasks import call_cli
+    from mcptasks import admin_cli, call_cli
+    from mcptasks.dashboard import cli as dashboard_cli
 
     call_cli.register(commands)
+    admin_cli.register(commands)
+    dashboard_cli.register(commands)
     return parser
 
 

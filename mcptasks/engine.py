@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -25,6 +25,7 @@ from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.heartbeat import HeartbeatThread
 from mcptasks.instances import gone_from_this_host, new_instance_id
 from mcptasks.limits import Limits, TooManyTasks
+from mcptasks.observer import EngineObserver
 from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
 from mcptasks.store.base import TaskRecord, TaskStore
@@ -467,6 +468,8 @@ class TaskEngine:
         self._claiming = 0
         self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
+        self.observer: EngineObserver | None = None
+        """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
 
     @property
     def outage_errors(self) -> tuple[type[BaseException], ...]:
@@ -489,6 +492,8 @@ class TaskEngine:
             raise RuntimeError("TaskEngine is already running")
         stack = AsyncExitStack()
         await stack.__aenter__()
+        if self.observer is not None:
+            self.store = self.observer.wrap_store(self.store)
         try:
             await self.store.open()
             stack.push_async_callback(self.store.close)
@@ -759,6 +764,8 @@ class TaskEngine:
             run = self._add_run(
                 _TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name)
             )
+        if self.observer is not None:
+            self.observer.creating(record)
         try:
             stored = await self.store.create(record)
         except BaseException:
@@ -777,6 +784,8 @@ class TaskEngine:
                 )
             return stored
         log_task("created", record)
+        if self.observer is not None:
+            self.observer.created(record)
         if run is None:
             await self.store.publish(record.task_id)
         else:
@@ -865,6 +874,8 @@ class TaskEngine:
         finally:
             self._claiming -= 1
         for record in claimed:
+            if self.observer is not None:
+                self.observer.claimed(record)
             tool = self.tools.get(record.tool)
             if tool is None:
                 self._drop_run(record.task_id)
@@ -883,6 +894,22 @@ class TaskEngine:
         return len(claimed)
 
     async def _execute(
+        self,
+        tool: TaskTool,
+        args: dict[str, Any],
+        run: _TaskRun,
+        owner: str,
+        prepared: tuple[Any, TaskContext, Pending | None] | None,
+    ) -> None:
+        observed = (
+            nullcontext()
+            if self.observer is None or run.record is None
+            else self.observer.executing(run.record)
+        )
+        with observed:
+            await self._run_and_settle(tool, args, run, owner, prepared)
+
+    async def _run_and_settle(
         self,
         tool: TaskTool,
         args: dict[str, Any],
@@ -1070,6 +1097,8 @@ class TaskEngine:
             if updated is None:
                 return record
             if await self.store.replace(updated, expected_version=record.version):
+                if self.observer is not None:
+                    self.observer.changed(record, updated)
                 return updated
             record = None
 
@@ -1088,6 +1117,8 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if throttle and self.poll_limit != "off" and not record.terminal:
             await self._throttle(record)
+        if throttle and self.observer is not None:
+            self.observer.requested("tasks/get", record)
         return record
 
     async def _throttle(self, record: TaskRecord) -> None:
@@ -1114,6 +1145,8 @@ class TaskEngine:
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)
+        if self.observer is not None:
+            self.observer.requested("tasks/update", current)
 
         changed = False
 
@@ -1142,6 +1175,8 @@ class TaskEngine:
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)
+        if self.observer is not None:
+            self.observer.requested("tasks/cancel", current)
 
         def change(record: TaskRecord) -> TaskRecord:
             return record.evolve(

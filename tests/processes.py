@@ -78,19 +78,24 @@ def serving_http(
             cwd=cwd,
         )
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"the server did not accept connections in {STARTUP_TIMEOUT} s:\n{log.read_text()}"
-                    )
-                time.sleep(0.05)
+        wait_accepting(process, port, log)
         yield process
     finally:
         stop(process)
+
+
+def wait_accepting(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Wait until `process` accepts TCP connections on 127.0.0.1:`port`; fail if it exits first."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"the server did not accept connections in {STARTUP_TIMEOUT} s:\n{log.read_text()}"
+                )
+            time.sleep(0.05)

@@ -20,6 +20,7 @@ Nothing synchronises by sleeping: every wait polls observable state under a gene
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.util
 import itertools
 import json
@@ -1052,6 +1053,62 @@ async def test_howto_auth_scopes_tasks_to_their_owner() -> None:
             assert (await alice.finish(task_id))["status"] == "completed"
             rejected = await bad_http.post(url, json={}, headers={"Content-Type": "application/json"})
             assert rejected.status_code == 401
+
+
+@exercises("operate_dashboard.py")
+async def test_operate_dashboard_mounted_behind_the_servers_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the snippet's sqlite:///tasks.db
+    monkeypatch.setenv("OPS_PASSWORD", "pw")
+    monkeypatch.setenv("OPS_TOKEN", "tok")
+    snippet = load_snippet("operate_dashboard.py")
+    async with serve_http(snippet.http_app) as url:
+        base = url.removesuffix("/mcp") + "/ops/"
+        login = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            assert (await http.get(base)).status_code == 401
+            assert (await http.get(base, headers={"Authorization": "Basic b3BzOm5v"})).status_code == 401
+            engine = snippet.app.extension.engine
+            record = await engine.start(snippet.run_pipeline, {"kind": "test"}, owner="alice")
+            page = await http.get(base, headers=login)
+            assert page.status_code == 200
+            assert f'data-task-id="{record.task_id}"' in page.text and 'data-base="/ops/"' in page.text
+            assert (await http.get(f"{base}static/dashboard.js", headers=login)).status_code == 200
+            cancel = f"{base}api/tasks/{record.task_id}/cancel"
+            assert (await http.post(cancel, headers=login)).status_code == 401
+            done = await http.post(cancel, headers={**login, "X-Operator-Token": "tok"})
+            assert done.json() == {"taskId": record.task_id, "status": "cancelled", "changed": True}
+
+
+@exercises("operate_telemetry.py")
+def test_operate_telemetry_prints_linked_task_spans_and_correlated_logs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SNIPPETS / "operate_telemetry.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )
+    assert done.returncode == 0, done.stderr
+    decoder = json.JSONDecoder()
+    objects, position = [], 0
+    while (start := done.stdout.find("{", position)) != -1:
+        value, position = decoder.raw_decode(done.stdout, start)
+        objects.append(value)
+    spans = {o["name"]: o for o in objects if "name" in o and "context" in o}
+    call, execute = spans["tools/call run_pipeline"], spans["task.execute run_pipeline"]
+    assert execute["parent_id"] is None
+    assert [link["context"]["span_id"] for link in execute["links"]] == [call["context"]["span_id"]]
+    task_id = execute["attributes"]["mcp.task.id"]
+    assert call["attributes"]["mcp.task.id"] == task_id
+    assert execute["attributes"]["mcp.task.status"] == "completed"
+    metric_names = re.findall(r'"name": "(mcptasks\.[a-z_.]+)"', done.stdout)
+    assert {"mcptasks.tasks.created", "mcptasks.tasks.ended", "mcptasks.task.duration"} <= set(metric_names)
+    trace_id = execute["context"]["trace_id"].removeprefix("0x")
+    assert f"INFO ci task={task_id} trace={trace_id} starting test" in done.stderr
 
 
 @exercises("howto_fallback.py")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from cryptography.fernet import Fernet
 
-from mcptasks import SqliteTaskStore, TaskRecord, TaskServer, TaskStore
+from mcptasks import SqliteTaskStore, TaskPage, TaskQuery, TaskRecord, TaskServer, TaskStats, TaskStore
 
 SEALED_FIELDS = ("arguments", "result", "error", "input_requests", "input_responses")
 """The record fields that can hold user data; everything else the engine needs in clear."""
@@ -88,6 +88,16 @@ class EncryptedStore:
 
     async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
         return self._open_all(await self.inner.claim(runner, limit))
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        page = await self.inner.list_tasks(query, limit=limit, after=after)  # filters see clear fields
+        return TaskPage(self._open_all(page.records), page.next_cursor)
+
+    async def stats(self) -> TaskStats:
+        return await self.inner.stats()
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        return await self.inner.purge(statuses, older_than)
 
     async def publish(self, task_id: str) -> None:
         await self.inner.publish(task_id)

@@ -14,9 +14,17 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcptasks.wire import TERMINAL_STATUSES, TaskStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from mcptasks.store.admin import TaskPage, TaskQuery, TaskStats
+
+MAX_TRANSITIONS = 50
+"""Most entries a record's `transitions` keeps (the first, then the latest)."""
 
 
 @dataclass(slots=True)
@@ -53,6 +61,13 @@ class TaskRecord:
     """The input capabilities (`elicitation`, `sampling`, `roots`) the creating request declared;
     the body may only ask for input through these. None: not restricted."""
     version: int = 0
+    # -- operator fields ---------------------------------------------------------------------
+    transitions: list[list[Any]] = field(default_factory=list)
+    """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
+    `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
+    trace: dict[str, str] | None = None
+    """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
+    telemetry in any process can link the task's spans to it; None without telemetry."""
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -78,6 +93,13 @@ class TaskRecord:
     def evolve(self, **changes: Any) -> TaskRecord:
         """A copy with `changes` applied and `updated_at` moved to now (never backwards)."""
         changes.setdefault("updated_at", max(time.time(), self.updated_at))
+        status = changes.get("status", self.status)
+        if status != self.status and "transitions" not in changes:
+            entry = [changes["updated_at"], status, changes.get("status_message", self.status_message)]
+            kept = self.transitions
+            if len(kept) >= MAX_TRANSITIONS:
+                kept = [kept[0], *kept[len(kept) - MAX_TRANSITIONS + 2 :]]
+            changes["transitions"] = [*kept, entry]
         copy = self.copy()
         for name, value in changes.items():
             if name not in _FIELD_NAMES:
@@ -195,6 +217,21 @@ class TaskStore(Protocol):
     async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
         """Assign up to `limit` queued records (active, unexpired, `runner is None`), oldest
         first, to `runner`, bumping their versions; return them. Each record goes to one claimer."""
+
+    # -- operator queries (admin CLI, dashboard; they cross owners) ------------------------------
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Unexpired records matching `query`, newest first (`created_at`, then `task_id`,
+        descending), at most `limit` (capped at `admin.MAX_PAGE`); `after` is a previous page's
+        `next_cursor`. `ValueError` for a malformed cursor or a limit below 1."""
+
+    async def stats(self) -> TaskStats:
+        """Counts of unexpired records by status and by tool, the oldest active record's
+        `created_at`, the queue depth, and the live runners with their lease ends."""
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than` (epoch
+        seconds); return how many. `ValueError` when `statuses` names an active status."""
 
     async def publish(self, task_id: str) -> None:
         """Announce that `task_id` changed in a way its runner must see (input, cancel)."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 
+from mcptasks.store.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
 from mcptasks.store.base import TaskExists, TaskRecord
 from mcptasks.store.broadcast import LocalBroadcast
 from mcptasks.wire import ACTIVE_STATUSES
@@ -101,6 +102,31 @@ class MemoryTaskStore:
             record.version += 1
             claimed.append(record.copy())
         return claimed
+
+    def _unexpired(self) -> list[TaskRecord]:
+        now = time.time()
+        return [r for r in self._records.values() if not r.expired(now)]
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Matching unexpired records, newest first, one page."""
+        return page_of(self._unexpired(), query, limit, after)
+
+    async def stats(self) -> TaskStats:
+        """Counts, oldest active record, queue depth and live runners."""
+        now = time.time()
+        leases = {runner: until for runner, until in self._heartbeats.items() if until > now}
+        return stats_of(self._unexpired(), leases)
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Drop terminal records in `statuses` last updated before `older_than`."""
+        chosen = check_purge(statuses)
+        doomed = [r for r in self._records.values() if r.status in chosen and r.updated_at < older_than]
+        for record in doomed:
+            del self._records[record.task_id]
+            key = (record.owner, record.idempotency_key or "")
+            if record.idempotency_key is not None and self._idempotency.get(key) == record.task_id:
+                del self._idempotency[key]
+        return len(doomed)
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process."""

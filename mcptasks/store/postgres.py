@@ -40,7 +40,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -48,6 +48,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from mcptasks.store.admin import (
+    SqlFilter,
+    TaskPage,
+    TaskQuery,
+    TaskStats,
+    check_limit,
+    check_purge,
+    split_page,
+    stats_from_rows,
+)
 from mcptasks.store.base import RECORD_COLUMNS, TaskExists, TaskRecord
 from mcptasks.store.sqlite import SchemaVersionError
 from mcptasks.store.url import MissingExtra
@@ -147,7 +157,9 @@ class _Queries(Protocol):
 
 
 class _Connection(_Queries, Protocol):
-    def transaction(self) -> AbstractAsyncContextManager[object]: ...
+    def transaction(
+        self, *, isolation: str | None = None, readonly: bool = False
+    ) -> AbstractAsyncContextManager[object]: ...
 
     def get_server_version(self) -> tuple[int, ...]: ...
 
@@ -579,6 +591,62 @@ class PostgresTaskStore:
             return []
         rows = await pool.fetch(self._sql["claim"], runner, limit, time.time())
         return sorted((_record(row) for row in rows), key=lambda r: (r.created_at, r.task_id))
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Matching unexpired records, newest first, one page."""
+        limit = check_limit(limit)
+        where = SqlFilter(lambda n: f"${n}")
+        sql = f'SELECT {_RETURNED} FROM "{self._schema}".tasks {where.listing(query, time.time(), after)} '
+        sql += f"ORDER BY created_at DESC, task_id DESC LIMIT {where.param(limit + 1)}"
+        rows = await self._pool().fetch(sql, *where.params)
+        return split_page([_record(row) for row in rows], limit)
+
+    async def stats(self) -> TaskStats:
+        """Counts, oldest active record, queue depth and live runners (one repeatable-read snapshot)."""
+        s = f'"{self._schema}"'
+        active = f"{_ACTIVE} AND {_UNEXPIRED.format(now='$1')}"
+        now = time.time()
+        pool = self._pool()
+        conn = await pool.acquire()
+        try:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                counts = await conn.fetch(
+                    f"SELECT tool, status, count(*) FROM {s}.tasks WHERE {_UNEXPIRED.format(now='$1')} "
+                    "GROUP BY tool, status",
+                    now,
+                )
+                row = await conn.fetchrow(
+                    f"SELECT min(created_at), count(CASE WHEN runner IS NULL THEN 1 END) FROM {s}.tasks "
+                    f"WHERE {active}",
+                    now,
+                )
+                leases = await conn.fetch(
+                    f"SELECT runner, expires_at FROM {s}.runners WHERE expires_at > $1", now
+                )
+                held = await conn.fetch(
+                    f"SELECT runner, count(*) FROM {s}.tasks WHERE runner IS NOT NULL AND {active} GROUP BY runner",
+                    now,
+                )
+        finally:
+            await pool.release(conn)
+        assert row is not None
+        return stats_from_rows(
+            [(r[0], r[1], r[2]) for r in counts],
+            row[0],
+            row[1],
+            [(r[0], r[1]) for r in leases],
+            [(r[0], r[1]) for r in held],
+        )
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than`; return how many."""
+        chosen = sorted(check_purge(statuses))
+        status = await self._pool().execute(
+            f'DELETE FROM "{self._schema}".tasks WHERE status = ANY($1::text[]) AND updated_at < $2',
+            chosen,
+            float(older_than),
+        )
+        return _row_count(status)
 
     async def publish(self, task_id: str) -> None:
         """`pg_notify` the id to every subscriber of this schema, in any process."""

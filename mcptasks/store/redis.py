@@ -45,14 +45,16 @@ import json
 import logging
 import math
 import os
+import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from mcptasks.store.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
 from mcptasks.store.base import TaskExists, TaskRecord
 from mcptasks.store.url import MissingExtra, redact_url
 
@@ -308,6 +310,28 @@ end
 return #ids
 """
 
+# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 task key prefix, 2.. task ids. Deletes the listed
+# records that are terminal (a terminal record never changes, so the caller's filter still holds).
+_PURGE_LUA = """
+local n = 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local key = ARGV[1] .. id
+  local h = redis.call('HMGET', key, 'status', 'idem')
+  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+    if h[2] and redis.call('GET', h[2]) == id then
+      redis.call('DEL', h[2])
+    end
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    n = n + 1
+  end
+end
+return n
+"""
+
 
 class _PubSub(Protocol):
     """The part of `redis.asyncio.client.PubSub` used here (redis-py leaves it unannotated)."""
@@ -442,6 +466,7 @@ class RedisTaskStore:
         self._replace_script: AsyncScript | None = None
         self._claim_script: AsyncScript | None = None
         self._delete_script: AsyncScript | None = None
+        self._purge_script: AsyncScript | None = None
 
     @property
     def url(self) -> str:
@@ -510,6 +535,7 @@ class RedisTaskStore:
         self._replace_script = client.register_script(_REPLACE_LUA)
         self._claim_script = client.register_script(_CLAIM_LUA)
         self._delete_script = client.register_script(_DELETE_EXPIRED_LUA)
+        self._purge_script = client.register_script(_PURGE_LUA)
         self._state = "open"
 
     async def close(self) -> None:
@@ -696,6 +722,63 @@ class RedisTaskStore:
         args = [runner, str(limit), _float(time.time()), self._task_prefix, str(CLAIM_LOG_TTL_MS)]
         reply = cast(Sequence[Any], await self._script(self._claim_script)(keys=keys, args=args))
         return [self._decode(reply[i + 1], reply[i + 2], runner) for i in range(0, len(reply), 3)]
+
+    async def _all_records(self) -> list[TaskRecord]:
+        """Every unexpired record, found by scanning the task keys (operator queries only: this
+        reads the whole prefix)."""
+        client = self._require_open()
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._task_prefix) + "*"
+        now = time.time()
+        records: list[TaskRecord] = []
+        batch: list[bytes | str] = []
+
+        async def read(keys: list[bytes | str]) -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(key, ["body", "version", "runner"])
+                rows = cast(list[list[Any]], await pipe.execute())
+            for body, version, runner in rows:
+                if body is not None and version is not None:
+                    record = self._decode(body, version, runner)
+                    if not record.expired(now):
+                        records.append(record)
+
+        async for key in client.scan_iter(match=pattern, count=_READ_BATCH):
+            batch.append(key)
+            if len(batch) >= _READ_BATCH:
+                await read(batch)
+                batch = []
+        if batch:
+            await read(batch)
+        return records
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Matching unexpired records, newest first, one page (scans every task key)."""
+        return page_of(await self._all_records(), query, limit, after)
+
+    async def stats(self) -> TaskStats:
+        """Counts, oldest active record, queue depth and live runners (scans every task key)."""
+        client = self._require_open()
+        runners = cast(
+            list[tuple[bytes | str, float]],
+            await client.zrangebyscore(self._runners, f"({_float(time.time())}", "+inf", withscores=True),
+        )
+        return stats_of(await self._all_records(), {_text(name): float(until) for name, until in runners})
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than`; return how many."""
+        chosen = check_purge(statuses)
+        ids = [
+            r.task_id for r in await self._all_records() if r.status in chosen and r.updated_at < older_than
+        ]
+        script = self._script(self._purge_script)
+        keys = [self._expiry, self._active, self._queued]
+        total = 0
+        for start in range(0, len(ids), _DELETE_BATCH):
+            total += int(
+                await script(keys=keys, args=[self._task_prefix, *ids[start : start + _DELETE_BATCH]])
+            )
+        return total
 
     async def publish(self, task_id: str) -> None:
         """Announce `task_id` on the channel: reaches subscribers in every process sharing it."""

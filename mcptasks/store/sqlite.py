@@ -22,12 +22,22 @@ import os
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
+from mcptasks.store.admin import (
+    SqlFilter,
+    TaskPage,
+    TaskQuery,
+    TaskStats,
+    check_limit,
+    check_purge,
+    split_page,
+    stats_from_rows,
+)
 from mcptasks.store.base import RECORD_COLUMNS, TaskExists, TaskRecord
 from mcptasks.store.broadcast import LocalBroadcast
 
@@ -473,6 +483,51 @@ class SqliteTaskStore:
             return claimed
 
         return await self._execute(take, write=True)
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Matching unexpired records, newest first, one page."""
+        limit = check_limit(limit)
+        where = SqlFilter(lambda n: f"?{n}")
+        sql = f"{_SELECT} {where.listing(query, time.time(), after)} ORDER BY created_at DESC, task_id DESC "
+        sql += f"LIMIT {where.param(limit + 1)}"
+
+        def select(conn: sqlite3.Connection) -> list[TaskRecord]:
+            return [_record(row) for row in conn.execute(sql, where.params)]
+
+        return split_page(await self._execute(select, write=False), limit)
+
+    async def stats(self) -> TaskStats:
+        """Counts, oldest active record, queue depth and live runners, in one read transaction."""
+        now = time.time()
+        active = f"status IN ('working', 'input_required') AND {_UNEXPIRED}"
+
+        def aggregate(conn: sqlite3.Connection) -> TaskStats:
+            counts = conn.execute(
+                f"SELECT tool, status, count(*) FROM tasks WHERE {_UNEXPIRED} GROUP BY tool, status", (now,)
+            ).fetchall()
+            oldest, queued = conn.execute(
+                f"SELECT min(created_at), count(CASE WHEN runner IS NULL THEN 1 END) FROM tasks WHERE {active}",
+                (now,),
+            ).fetchone()
+            leases = conn.execute("SELECT runner, expires_at FROM runners WHERE expires_at > ?", (now,))
+            held = conn.execute(
+                f"SELECT runner, count(*) FROM tasks WHERE runner IS NOT NULL AND {active} GROUP BY runner",
+                (now,),
+            )
+            return stats_from_rows(counts, oldest, queued, leases.fetchall(), held.fetchall())
+
+        return await self._execute(aggregate, write=False)
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than`; return how many."""
+        chosen = sorted(check_purge(statuses))
+        marks = ", ".join("?" for _ in chosen)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            sql = f"DELETE FROM tasks WHERE status IN ({marks}) AND updated_at < ?"
+            return conn.execute(sql, (*chosen, float(older_than))).rowcount
+
+        return await self._execute(delete, write=True)
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process (not other processes sharing the file)."""

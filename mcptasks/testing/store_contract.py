@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 
+from mcptasks.store.admin import TaskQuery
 from mcptasks.store.base import TaskExists, TaskRecord, TaskStore
 
 __all__ = ["StoreContract"]
@@ -626,3 +627,162 @@ class StoreContract:
             assert stored == saved
         finally:
             await reopened.close()
+
+    # == operator queries: list_tasks, stats, purge, transitions ================================
+
+    async def _operator_fixture(self, store: TaskStore) -> dict[str, TaskRecord]:
+        """Seven records across statuses, tools, owners and creation times, one expired."""
+        base = time.time() - 1000.0
+        records = {
+            "w1": _record(tool="build", status="working", created_at=base + 1, runner="runner-a"),
+            "w2": _record(tool="build", status="working", created_at=base + 2),
+            "i1": _record(tool="deploy", status="input_required", created_at=base + 3, runner="runner-a"),
+            "c1": _record(tool="build", status="completed", created_at=base + 4, owner="bob"),
+            "f1": _record(tool="deploy", status="failed", created_at=base + 5),
+            "x1": _record(tool="deploy", status="cancelled", created_at=base + 5),
+            "gone": _record(tool="build", status="working", created_at=base, ttl_ms=1),
+        }
+        for record in records.values():
+            await store.create(record)
+        return records
+
+    @pytest.mark.anyio
+    async def test_list_tasks_filters_and_orders_newest_first(self, store: TaskStore) -> None:
+        r = await self._operator_fixture(store)
+
+        async def ids(query: TaskQuery) -> list[str]:
+            page = await store.list_tasks(query)
+            assert page.next_cursor is None
+            return [record.task_id for record in page.records]
+
+        newest_two = sorted([r["f1"], r["x1"]], key=lambda x: x.task_id, reverse=True)
+        everything = [x.task_id for x in newest_two] + [r[k].task_id for k in ("c1", "i1", "w2", "w1")]
+        assert await ids(TaskQuery()) == everything
+        assert await ids(TaskQuery(statuses=frozenset({"working"}))) == [r["w2"].task_id, r["w1"].task_id]
+        assert await ids(
+            TaskQuery(tools=frozenset({"deploy"}), statuses=frozenset({"failed", "input_required"}))
+        ) == [
+            r["f1"].task_id,
+            r["i1"].task_id,
+        ]
+        assert await ids(TaskQuery(owner="bob")) == [r["c1"].task_id]
+        assert await ids(TaskQuery(since=r["c1"].created_at)) == everything[:3]
+        assert await ids(TaskQuery(tools=frozenset({"nope"}))) == []
+        listed = (await store.list_tasks(TaskQuery(owner="bob"))).records[0]
+        assert listed == r["c1"]
+
+    @pytest.mark.anyio
+    async def test_list_tasks_pages_with_a_cursor(self, store: TaskStore) -> None:
+        await self._operator_fixture(store)
+        seen: list[str] = []
+        after: str | None = None
+        pages = 0
+        while True:
+            page = await store.list_tasks(TaskQuery(), limit=2, after=after)
+            pages += 1
+            assert len(page.records) <= 2
+            seen += [record.task_id for record in page.records]
+            if page.next_cursor is None:
+                break
+            after = page.next_cursor
+        assert pages == 3 and len(seen) == len(set(seen)) == 6
+        assert seen == [record.task_id for record in (await store.list_tasks(TaskQuery(), limit=10)).records]
+
+    @pytest.mark.anyio
+    async def test_list_tasks_rejects_bad_arguments(self, store: TaskStore) -> None:
+        with pytest.raises(ValueError, match="cursor"):
+            await store.list_tasks(TaskQuery(), after="not a cursor")
+        with pytest.raises(ValueError, match="limit"):
+            await store.list_tasks(TaskQuery(), limit=0)
+        with pytest.raises(ValueError, match="unknown task status"):
+            TaskQuery(statuses=frozenset({"running"}))
+
+    @pytest.mark.anyio
+    async def test_stats_counts_statuses_tools_queue_and_runners(self, store: TaskStore) -> None:
+        r = await self._operator_fixture(store)
+        await store.heartbeat("runner-a", 60.0)
+        await store.heartbeat("runner-dead", -1.0)
+        stats = await store.stats()
+        assert stats.by_status == {
+            "working": 2,
+            "input_required": 1,
+            "completed": 1,
+            "failed": 1,
+            "cancelled": 1,
+        }
+        assert stats.by_tool == {
+            "build": {"working": 2, "completed": 1},
+            "deploy": {"input_required": 1, "failed": 1, "cancelled": 1},
+        }
+        assert stats.total == 6
+        assert stats.oldest_active == r["w1"].created_at
+        assert stats.queued == 1
+        assert set(stats.runners) == {"runner-a"}
+        lease = stats.runners["runner-a"]
+        assert lease.active_tasks == 2 and lease.expires_at > time.time()
+        assert stats.to_dict()["runners"]["runner-a"]["active_tasks"] == 2
+
+    @pytest.mark.anyio
+    async def test_stats_of_an_empty_store(self, store: TaskStore) -> None:
+        stats = await store.stats()
+        assert (stats.by_status, stats.by_tool, stats.oldest_active, stats.queued, stats.runners) == (
+            {},
+            {},
+            None,
+            0,
+            {},
+        )
+
+    @pytest.mark.anyio
+    async def test_purge_deletes_old_terminal_records_only(self, store: TaskStore) -> None:
+        r = await self._operator_fixture(store)
+        with pytest.raises(ValueError, match="terminal"):
+            await store.purge({"working", "completed"}, time.time())
+        with pytest.raises(ValueError):
+            await store.purge(set(), time.time())
+        assert await store.purge({"completed", "failed"}, r["c1"].updated_at) == 0  # not older than itself
+        assert await store.purge({"completed", "failed"}, time.time() + 1) == 2
+        assert await store.get(r["c1"].task_id) is None and await store.get(r["f1"].task_id) is None
+        for key in ("w1", "w2", "i1", "x1"):
+            assert await store.get(r[key].task_id) == r[key]
+        assert (await store.stats()).by_status == {"working": 2, "input_required": 1, "cancelled": 1}
+        assert await store.purge({"completed"}, time.time() + 1) == 0
+
+    @pytest.mark.anyio
+    async def test_purge_frees_the_idempotency_key(self, store: TaskStore) -> None:
+        first = await store.create(_record(idempotency_key="nightly"))
+        done = first.evolve(status="completed")
+        assert await store.replace(done, expected_version=first.version)
+        assert await store.purge({"completed"}, time.time() + 1) == 1
+        second = await store.create(_record(idempotency_key="nightly"))
+        assert second.task_id != first.task_id
+        assert await store.get(second.task_id) == second
+
+    @pytest.mark.anyio
+    async def test_transitions_are_recorded_and_round_trip(self, store: TaskStore) -> None:
+        record = await store.create(_record(status_message="queued"))
+        assert record.transitions == []
+        waiting = record.evolve(status="input_required", status_message="need an answer")
+        assert await store.replace(waiting, expected_version=record.version)
+        message_only = waiting.evolve(status_message="still waiting")
+        assert await store.replace(message_only, expected_version=waiting.version)
+        done = message_only.evolve(status="completed", status_message=None)
+        assert await store.replace(done, expected_version=message_only.version)
+        stored = await store.get(record.task_id)
+        assert stored is not None and stored == done
+        assert [entry[1:] for entry in stored.transitions] == [
+            ["input_required", "need an answer"],
+            ["completed", None],
+        ]
+        assert stored.transitions[0][0] == waiting.updated_at
+
+    @pytest.mark.anyio
+    async def test_trace_context_round_trips(self, store: TaskStore) -> None:
+        carrier = {
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tracestate": "k=v",
+        }
+        record = await store.create(_record(trace=carrier))
+        assert (await store.get(record.task_id)) == record
+        claimed = await store.claim("runner-t", 10)
+        assert [r.trace for r in claimed] == [carrier]

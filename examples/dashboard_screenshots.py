@@ -1,0 +1,170 @@
+"""Save screenshots of the task dashboard (the ones in the docs) with headless Chromium.
+
+    python examples/dashboard_screenshots.py [--out docs/operating/img] [--chromium PATH]
+
+Fills a fresh SQLite store with an hour of history plus live tasks in every state (a real engine
+runs them), serves the dashboard on a free loopback port, and has Chromium save
+`dashboard.png` (the overview) and `dashboard-task.png` (a task waiting for input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import uvicorn
+
+from mcptasks import Elicit, ProtocolError, Result, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
+from mcptasks.dashboard import dashboard_app
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
+
+
+@task_tool
+async def run_pipeline(kind: str = "test"):
+    """A long CI run."""
+    yield f"step 3 of 5: running {kind} suite"
+    await anyio.sleep_forever()
+    yield Result(None)  # pragma: no cover
+
+
+@task_tool
+async def deploy(env: str = "prod"):
+    """A deployment that asks first."""
+    ok = yield Elicit(f"Deploy build 1842 to {env}?")
+    yield Result(f"deployed: {ok}")
+
+
+@task_tool
+async def migrate():
+    """A migration that fails."""
+    yield "locking tables"
+    raise ProtocolError(-32603, "lock timeout on table orders")
+
+
+@task_tool
+async def report(month: str = "2026-11"):
+    """A quick report."""
+    yield Result(f"report {month}: 42 rows")
+
+
+async def seed_history(path: Path, now: float) -> None:
+    """Tasks of the last hour, written as records with their transition timelines."""
+    rng = random.Random(7)
+    store = SqliteTaskStore(path)
+    await store.open()
+    try:
+        for i in range(60):
+            created = now - 3500 + i * 55 + rng.uniform(0, 30)
+            tool = rng.choice(["run_pipeline", "deploy", "report", "migrate"])
+            end = rng.choices(["completed", "failed", "cancelled"], [8, 2, 1])[0]
+            finished = min(now - 5, created + rng.uniform(60, 900))
+            transitions: list[list[object]] = [[finished, end, None]]
+            if tool == "deploy":
+                asked = created + rng.uniform(5, 30)
+                transitions = [[asked, "input_required", None], [asked + 60, "working", None], *transitions]
+            await store.create(
+                TaskRecord(
+                    task_id=f"hist-{i:03d}-{rng.getrandbits(64):016x}",
+                    owner=rng.choice(["alice", "bob", "carol"]),
+                    tool=tool,
+                    status=end,  # type: ignore[arg-type]
+                    created_at=created,
+                    updated_at=finished,
+                    transitions=transitions,
+                    runner="replica-a",
+                )
+            )
+    finally:
+        await store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def screenshot(chromium: str, url: str, out: Path, profile: Path, height: int) -> None:
+    command = [
+        chromium,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size=1280,{height}",
+        "--virtual-time-budget=4000",
+        f"--screenshot={out}",
+        url,
+    ]
+    await anyio.run_process(command, check=True)
+    print(f"saved {out}")
+
+
+async def main(out: Path, chromium: str) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        db = Path(scratch) / "tasks.db"
+        await seed_history(db, time.time())
+        engine = TaskEngine(SqliteTaskStore(db), instance_id="replica-a")
+        async with engine:
+            owners = ["alice", "bob"]
+            for tool, arguments in [
+                (run_pipeline, {"kind": "test"}),
+                (run_pipeline, {"kind": "build"}),
+                (deploy, {"env": "prod"}),
+                (migrate, {}),
+                (report, {}),
+            ]:
+                await engine.start(tool, arguments, owner=owners[0])
+                owners.reverse()
+            waiting = None
+            with anyio.fail_after(30):
+                while waiting is None:
+                    active = await engine.store.list_active()
+                    waiting = next((r for r in active if r.status == "input_required"), None)
+                    await anyio.sleep(0.05)
+            port = free_port()
+            app = dashboard_app(engine.store, token="screenshot", title="ci-runner tasks")
+            server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(server.serve)
+                with anyio.fail_after(30):
+                    while not server.started:
+                        if server.should_exit:
+                            raise RuntimeError("the dashboard server did not start")
+                        await anyio.sleep(0.05)
+                base = f"http://127.0.0.1:{port}/"
+                profile = Path(scratch) / "profile"
+                await screenshot(chromium, base, out / "dashboard.png", profile, 1180)
+                await screenshot(
+                    chromium, f"{base}tasks/{waiting.task_id}", out / "dashboard-task.png", profile, 1000
+                )
+                server.should_exit = True
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path("docs/operating/img"))
+    parser.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
+    options = parser.parse_args()
+    if not options.chromium:
+        sys.exit("no Chromium found: install the Debian package `chromium` or pass --chromium PATH")
+    options.out.mkdir(parents=True, exist_ok=True)
+    anyio.run(main, options.out, options.chromium)

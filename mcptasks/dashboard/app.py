@@ -1,0 +1,214 @@
+"""The dashboard as an ASGI app (Starlette): pages, a small JSON API, and the guarded cancel."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any, TypeAlias, cast
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from mcptasks.admin import OPERATOR_CANCEL_REASON, cancel_task, describe
+from mcptasks.dashboard.pages import detail_page, list_page
+from mcptasks.dashboard.views import STATUSES, summary
+from mcptasks.store.base import TaskStore
+from mcptasks.store.url import store_from_url
+
+__all__ = ["TOKEN_HEADER", "StoreSource", "dashboard_app"]
+
+TOKEN_HEADER = "X-Operator-Token"
+"""The request header that carries the operator token on write actions."""
+
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+
+
+StoreSource: TypeAlias = "TaskStore | str | Callable[[], TaskStore]"
+"""What `dashboard_app` reads: an open store, a store URL, or a function returning an open store."""
+
+
+class _Store:
+    """The store the app reads: given open (or by a function, asked on every request), or
+    opened from a URL on first use (and closed by the app's lifespan when it runs standalone)."""
+
+    def __init__(self, store: StoreSource) -> None:
+        self.owned = isinstance(store, str)
+        self._source = store if callable(store) and not isinstance(store, TaskStore) else None
+        self.store: TaskStore | None = store_from_url(store) if isinstance(store, str) else None
+        if self.store is None and self._source is None:
+            self.store = cast(TaskStore, store)
+        self._opened = not self.owned
+        self._lock = anyio.Lock()
+
+    async def get(self) -> TaskStore:
+        if self._source is not None:
+            return self._source()
+        assert self.store is not None
+        if not self._opened:
+            async with self._lock:
+                if not self._opened:
+                    await self.store.open()
+                    self._opened = True
+        return self.store
+
+    async def close(self) -> None:
+        if self.owned and self._opened and self.store is not None:
+            self._opened = False
+            await self.store.close()
+
+
+def _choice(value: str | None, allowed: frozenset[str] | None = None) -> frozenset[str] | None:
+    if not value:
+        return None
+    if allowed is not None and value not in allowed:
+        raise ValueError(value)
+    return frozenset({value})
+
+
+def dashboard_app(
+    store: StoreSource,
+    *,
+    token: str | None = None,
+    title: str = "mcptasks",
+    refresh: float = 2.0,
+    show_results: bool = True,
+) -> Starlette:
+    """The dashboard as an ASGI app; mount it in your server behind your own authentication.
+
+    - `store`: an open `TaskStore` (the app leaves it open), a function returning one (asked on
+      each request, e.g. `lambda: server.extension.engine.store`), or a store URL (opened on
+      first use, closed with the app's lifespan).
+    - `token`: the operator token that write actions (cancel) must carry in the `X-Operator-Token`
+      header; None disables every write action.
+    - `refresh`: seconds between the page's live updates.
+    - `show_results`: whether a task's detail view includes its result (collapsed).
+
+    Reading needs no token: whoever reaches the app sees the task list (owners as hashes).
+    """
+    if token is not None and not token.strip():
+        raise ValueError("the operator token must not be empty")
+    if not refresh > 0:
+        raise ValueError("refresh must be a positive number of seconds")
+    holder = _Store(store)
+    refresh_ms = int(refresh * 1000)
+    statuses = frozenset(STATUSES)
+
+    def base_of(request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/") + "/"
+
+    def secured(response: Response) -> Response:
+        response.headers.update(_HEADERS)
+        return response
+
+    def error(status: int, message: str) -> Response:
+        return secured(JSONResponse({"error": message}, status_code=status))
+
+    async def read_summary(request: Request) -> dict[str, Any]:
+        return await summary(
+            await holder.get(),
+            statuses=_choice(request.query_params.get("status"), statuses),
+            tools=_choice(request.query_params.get("tool")),
+            can_cancel=token is not None,
+        )
+
+    async def index(request: Request) -> Response:
+        try:
+            data = await read_summary(request)
+        except ValueError:
+            return secured(HTMLResponse("unknown status filter", status_code=400))
+        page = list_page(
+            data,
+            base=base_of(request),
+            title=title,
+            refresh_ms=refresh_ms,
+            status=request.query_params.get("status", ""),
+            tool=request.query_params.get("tool", ""),
+        )
+        return secured(HTMLResponse(page))
+
+    async def api_summary(request: Request) -> Response:
+        try:
+            return secured(JSONResponse(await read_summary(request)))
+        except ValueError:
+            return error(400, f"unknown status filter; use one of {', '.join(STATUSES)}")
+
+    async def task_view(task_id: str) -> dict[str, Any] | None:
+        record = await (await holder.get()).get(task_id)
+        if record is None:
+            return None
+        view = describe(record, detail=True, show_result=show_results)
+        view.pop("arguments", None)
+        view["canCancel"] = token is not None
+        return view
+
+    async def detail(request: Request) -> Response:
+        view = await task_view(request.path_params["task_id"])
+        if view is None:
+            return secured(HTMLResponse("no such task (unknown, expired or purged)", status_code=404))
+        page = detail_page(
+            view, base=base_of(request), title=title, refresh_ms=refresh_ms, can_cancel=token is not None
+        )
+        return secured(HTMLResponse(page))
+
+    async def api_task(request: Request) -> Response:
+        view = await task_view(request.path_params["task_id"])
+        if view is None:
+            return error(404, "no such task (unknown, expired or purged)")
+        return secured(JSONResponse(view))
+
+    async def api_cancel(request: Request) -> Response:
+        if token is None:
+            return error(403, "cancelling is disabled: start the dashboard with an operator token")
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return error(401, "a valid operator token is required to cancel")
+        store_object = await holder.get()
+        task_id = request.path_params["task_id"]
+        before = await store_object.get(task_id)
+        record = await cancel_task(store_object, task_id, reason=OPERATOR_CANCEL_REASON)
+        if before is None or record is None:
+            return error(404, "no such task (unknown, expired or purged)")
+        return secured(
+            JSONResponse({"taskId": task_id, "status": record.status, "changed": not before.terminal})
+        )
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _ASSETS:
+            return secured(Response("not found", status_code=404))
+        content = resources.files("mcptasks.dashboard").joinpath("static").joinpath(name).read_bytes()
+        return secured(Response(content, media_type=_ASSETS[name]))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await holder.close()
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/tasks/{task_id:str}", detail),
+            Route("/api/summary", api_summary),
+            Route("/api/tasks/{task_id:str}", api_task),
+            Route("/api/tasks/{task_id:str}/cancel", api_cancel, methods=["POST"]),
+            Route("/static/{name:str}", asset),
+        ],
+        lifespan=lifespan,
+    )
