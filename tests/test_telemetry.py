@@ -28,7 +28,15 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from sdk_helpers import PROTOCOL_ERROR_CODE, HostApp, Tasks, accept, tasks_extension, the_input_request
+from sdk_helpers import (
+    BY_HAND,
+    PROTOCOL_ERROR_CODE,
+    HostApp,
+    Tasks,
+    accept,
+    tasks_extension,
+    the_input_request,
+)
 
 from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
 from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
@@ -85,7 +93,7 @@ def reader() -> InMemoryMetricReader:
 async def instrumented(reader: InMemoryMetricReader) -> AsyncIterator[tuple[HostApp, Tasks]]:
     host = HostApp()
     instrument(host.app, meter_provider=MeterProvider(metric_readers=[reader]))
-    async with Client(host.mcp, extensions=[tasks_extension()]) as client:
+    async with Client(host.mcp, extensions=[tasks_extension()], **BY_HAND) as client:
         yield host, Tasks(client)
 
 

@@ -1,3 +1,4 @@
+# --8<-- [start:head]
 """Input only through declared client capabilities, and replay safety (the Concepts page)."""
 
 from pydantic import BaseModel
@@ -13,6 +14,9 @@ class Confirm(BaseModel):
 
 def deploy_to(env: str) -> str:
     return f"deployed to {env}"
+
+
+# --8<-- [end:head]
 
 
 # --8<-- [start:capabilities]
@@ -56,5 +60,7 @@ async def deploy(env: str):
 # --8<-- [end:replay]
 
 
+# --8<-- [start:run]
 if __name__ == "__main__":
     app.run()
+# --8<-- [end:run]
