@@ -24,7 +24,7 @@ from mcptasks import (
     task_tool,
 )
 from mcptasks.request_state import RequestStateCodec
-from mcptasks.wire import CLIENT_CAPABILITIES_META, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.wire import CLIENT_CAPABILITIES_META, INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
 
@@ -286,7 +286,7 @@ class Odd(BaseException):
     """Not an Exception: what careless tool code sometimes raises."""
 
 
-async def test_a_base_exception_from_a_kept_body_is_a_tool_error_and_the_server_keeps_serving() -> None:
+async def test_a_base_exception_from_a_kept_body_fails_the_call_and_the_server_keeps_serving() -> None:
     @task_tool
     async def odd():
         answer = yield Elicit("Go?")
@@ -298,12 +298,15 @@ async def test_a_base_exception_from_a_kept_body_is_a_tool_error_and_the_server_
     server = TasksProtocol(engine, [odd, *tools(counter)])
     async with engine:
         first = await call(server, "odd")
-        broken = await call(
-            server, "odd", input_responses={"input-1": accept({})}, request_state=first["requestState"]
-        )
+        with pytest.raises(ProtocolError) as failed:
+            await call(
+                server, "odd", input_responses={"input-1": accept({})}, request_state=first["requestState"]
+            )
         again = await call(server, "deploy", arguments={"target": "z"})
-    assert broken["isError"] is True
-    assert "odd after accept" in text_of(broken)
+    # As for a task: a BaseException that is no Exception ends the body with -32603, reason "aborted".
+    assert failed.value.code == INTERNAL_ERROR
+    assert "raised Odd: odd after accept" in failed.value.message
+    assert failed.value.data == {"reason": "aborted", "exception": "Odd"}
     assert again["resultType"] == "input_required"
 
 
