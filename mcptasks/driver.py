@@ -117,7 +117,6 @@ async def drive_generator(
     refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
     body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
     """
-    cancelled = anyio.get_cancelled_exc_class()
     send: Any = None
     throw: BaseException | None = None
     try:
@@ -137,7 +136,7 @@ async def drive_generator(
             if throw is None:
                 item = await watched(generator.asend(send))
                 continue
-            if not isinstance(throw, cancelled):
+            if not isinstance(throw, anyio.get_cancelled_exc_class()):
                 item = await watched(generator.athrow(throw))
                 continue
             # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
@@ -154,8 +153,7 @@ async def drive_generator(
     except StopAsyncIteration:
         return None
     finally:
-        with anyio.CancelScope(shield=True):
-            await _close(generator)
+        await _close(generator)
 
 
 async def _close(generator: AsyncGenerator[Any, Any]) -> None:

@@ -767,9 +767,6 @@ class TaskEngine:
                     outcome = None
                 else:  # stopped because the record ended or vanished: nothing left to write
                     outcome = _HALTED
-            else:
-                # A cancellation from outside (shutdown) surfaces here if the body swallowed it.
-                await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
             # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
             with anyio.CancelScope(shield=True):
