@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from mcptasks.context import BodyChannel, TaskContext
-from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
+from mcptasks.driver import STOPPED, InlineChannel, Outcome, Pending, run_body, settle_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.results import error_result
@@ -27,7 +27,7 @@ from mcptasks.store.base import TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tool import TaskTool
 from mcptasks.values import InvalidValue
-from mcptasks.watchdog import Watchdog
+from mcptasks.watchdog import Watchdog, current_body
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
@@ -401,6 +401,8 @@ class TaskEngine:
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
         self._task_group: TaskGroup | None = None
+        self._spawn_group: TaskGroup | None = None
+        """The task group, until it has closed (bodies ending during shutdown still settle)."""
         self._exit_stack: AsyncExitStack | None = None
 
     def register(self, tool: TaskTool) -> None:
@@ -443,7 +445,7 @@ class TaskEngine:
         except BaseException:
             await stack.aclose()
             raise
-        self._task_group = task_group
+        self._task_group = self._spawn_group = task_group
         self._exit_stack = stack
         return self
 
@@ -451,7 +453,10 @@ class TaskEngine:
         stack, self._exit_stack = self._exit_stack, None
         self._task_group = None
         if stack is not None:
-            await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
+            try:
+                await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
+            finally:
+                self._spawn_group = None
 
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -739,6 +744,12 @@ class TaskEngine:
         owner: str,
         prepared: tuple[Any, TaskContext, Pending | None] | None,
     ) -> None:
+        """Run one body in this task and hand its outcome to a fresh task that records it.
+
+        The body may leave this task in any state (its own cancellation requested, say), so
+        nothing here awaits after the body ended: the record is written by `_settle` in a task of
+        its own. Only the engine's own cancellation (stop, TTL, shutdown) decides an outcome here.
+        """
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
@@ -755,9 +766,9 @@ class TaskEngine:
                 else:
                     body, context, pending = prepared
                     context._rebind(run)
-                outcome = await run_body(
-                    body, run, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
-                )
+                current_body.set((tool.name, run.task_id))
+                end = await settle_body(body, run, tool.name, pending, self.limits.max_result_bytes)
+                outcome = end if isinstance(end, Outcome) else _HALTED
             if scope.cancel_called:
                 if run.stop_outcome is not None:
                     outcome = run.stop_outcome
@@ -767,12 +778,21 @@ class TaskEngine:
                     outcome = None
                 else:  # stopped because the record ended or vanished: nothing left to write
                     outcome = _HALTED
-        except BaseException:
-            # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
-            with anyio.CancelScope(shield=True):
-                await self._settle(run, outcome)
-            raise
-        await self._settle(run, outcome)
+            elif outcome is STOPPED:  # cancelled from outside this run's scope: shutting down
+                outcome = None
+        except BaseException:  # the body broke this task's scope stack; its task is lost
+            logger.exception("task tool %r left its task in a broken state", tool.name)
+            outcome = None
+        group = self._spawn_group
+        if group is not None:
+            group.start_soon(self._settle_shielded, run, outcome)
+
+    async def _settle_shielded(self, run: _TaskRun, outcome: Outcome | None) -> None:
+        if not self._closing:
+            await self._settle(run, outcome)
+            return
+        with anyio.CancelScope(shield=True):  # the task group is being cancelled
+            await self._settle(run, outcome)
 
     async def _settle(self, run: _TaskRun, outcome: Outcome | None) -> None:
         """Record how a run ended and forget it (outcome None: the engine is shutting down)."""
