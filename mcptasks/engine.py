@@ -19,7 +19,16 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from mcptasks.context import BodyChannel, TaskContext
-from mcptasks.driver import STOPPED, InlineChannel, Outcome, Pending, run_body, settle_body, wire_requests
+from mcptasks.driver import (
+    STOPPED,
+    InlineChannel,
+    Outcome,
+    Pending,
+    outcome_of_abort,
+    run_body,
+    settle_body,
+    wire_requests,
+)
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.results import error_result
@@ -780,9 +789,8 @@ class TaskEngine:
                     outcome = _HALTED
             elif outcome is STOPPED:  # cancelled from outside this run's scope: shutting down
                 outcome = None
-        except BaseException:  # the body broke this task's scope stack; its task is lost
-            logger.exception("task tool %r left its task in a broken state", tool.name)
-            outcome = None
+        except BaseException as exc:  # say, the body broke this task's cancel scope stack
+            outcome = None if self._closing else outcome_of_abort(exc, tool.name)
         group = self._spawn_group
         if group is not None:
             group.start_soon(self._settle_shielded, run, outcome)
