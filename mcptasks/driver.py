@@ -117,7 +117,6 @@ async def drive_generator(
     refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
     body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
     """
-    cancelled = anyio.get_cancelled_exc_class()
     send: Any = None
     throw: BaseException | None = None
     try:
@@ -137,7 +136,7 @@ async def drive_generator(
             if throw is None:
                 item = await watched(generator.asend(send))
                 continue
-            if not isinstance(throw, cancelled):
+            if not isinstance(throw, anyio.get_cancelled_exc_class()):
                 item = await watched(generator.athrow(throw))
                 continue
             # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
@@ -154,8 +153,7 @@ async def drive_generator(
     except StopAsyncIteration:
         return None
     finally:
-        with anyio.CancelScope(shield=True):
-            await _close(generator)
+        await _close(generator)
 
 
 async def _close(generator: AsyncGenerator[Any, Any]) -> None:
@@ -197,6 +195,8 @@ def outcome_of_abort(exc: BaseException, tool: str) -> Outcome:
 
 def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Outcome:
     """Convert a body's result value, checking it is JSON and not over `max_bytes`."""
+    if value is None or (isinstance(value, str) and (max_bytes is None or len(value) * 4 < max_bytes)):
+        return Outcome("completed", result=to_call_tool_result(value))  # plain JSON, small enough
     try:
         result = to_call_tool_result(value)
         check_json(result, "result")
@@ -223,9 +223,11 @@ def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Out
     return Outcome("completed", result=result)
 
 
-async def _settle_body(
+async def settle_body(
     body: Any, channel: BodyChannel, tool: str, pending: Pending | None, max_bytes: int | None
 ) -> Outcome | Interrupt:
+    """Run an opened body to its outcome; nothing it raises escapes (`STOPPED` when the caller's
+    own scope was cancelled, an `Interrupt` from the channel is returned, not raised)."""
     try:
         if isinstance(body, AsyncGenerator):
             value = await drive_generator(body, channel, pending=pending)
@@ -238,7 +240,7 @@ async def _settle_body(
         return outcome_of_exception(exc, tool)
     except BaseException as exc:
         if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
-            return _STOPPED  # the caller was cancelled: it decides the outcome
+            return STOPPED  # the caller was cancelled: it decides the outcome
         return outcome_of_abort(exc, tool)
 
 
@@ -265,19 +267,19 @@ async def run_body(
 
     async def contained() -> None:
         current_body.set((tool, channel.task_id))
-        ended.append(await _settle_body(body, channel, tool, pending, max_result_bytes))
+        ended.append(await settle_body(body, channel, tool, pending, max_result_bytes))
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(contained)
     end = ended[0] if ended else _VANISHED
     if isinstance(end, Interrupt):
         raise end
-    if end is _STOPPED:  # not every backend re-raises the caller's cancellation at the group's exit
+    if end is STOPPED:  # not every backend re-raises the caller's cancellation at the group's exit
         await anyio.lowlevel.checkpoint_if_cancelled()
     return end
 
 
-_STOPPED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task body was stopped."})
+STOPPED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task body was stopped."})
 _VANISHED = Outcome(
     "failed", error={"code": INTERNAL_ERROR, "message": "The task body ended without an outcome."}
 )

@@ -20,7 +20,16 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from mcptasks.capabilities import gated
 from mcptasks.context import BodyChannel, TaskContext
-from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
+from mcptasks.driver import (
+    STOPPED,
+    InlineChannel,
+    Outcome,
+    Pending,
+    outcome_of_abort,
+    run_body,
+    settle_body,
+    wire_requests,
+)
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.heartbeat import HeartbeatThread
 from mcptasks.instances import gone_from_this_host, new_instance_id
@@ -33,7 +42,7 @@ from mcptasks.store.url import store_from_url
 from mcptasks.tasklog import log_task
 from mcptasks.tool import TaskTool
 from mcptasks.values import InvalidValue
-from mcptasks.watchdog import Watchdog
+from mcptasks.watchdog import Watchdog, current_body
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 from mcptasks.yields import InputRequest, InvalidAnswer
 
@@ -467,6 +476,8 @@ class TaskEngine:
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
         self._task_group: TaskGroup | None = None
+        self._spawn_group: TaskGroup | None = None
+        """The task group, until it has closed (bodies ending during shutdown still settle)."""
         self._exit_stack: AsyncExitStack | None = None
         self.observer: EngineObserver | None = None
         """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
@@ -507,7 +518,7 @@ class TaskEngine:
             task_group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(task_group.cancel_scope.cancel)
             stack.push_async_callback(self._stop_runs)
-            self._task_group = task_group
+            self._task_group = self._spawn_group = task_group
             if self.limits.blocking_threshold is not None:
                 task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
             task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
@@ -522,7 +533,7 @@ class TaskEngine:
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
-            self._task_group = None
+            self._task_group = self._spawn_group = None
             await stack.aclose()
             raise
         self._exit_stack = stack
@@ -532,7 +543,10 @@ class TaskEngine:
         stack, self._exit_stack = self._exit_stack, None
         self._task_group = None
         if stack is not None:
-            await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
+            try:
+                await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
+            finally:
+                self._spawn_group = None
 
     async def _every(self, interval: float, duty: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -917,6 +931,12 @@ class TaskEngine:
         owner: str,
         prepared: tuple[Any, TaskContext, Pending | None] | None,
     ) -> None:
+        """Run one body in this task and hand its outcome to a fresh task that records it.
+
+        The body may leave this task in any state (its own cancellation requested, say), so
+        nothing here awaits after the body ended: the record is written by `_settle` in a task of
+        its own. Only the engine's own cancellation (stop, TTL, shutdown) decides an outcome here.
+        """
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
@@ -938,9 +958,9 @@ class TaskEngine:
                     context._rebind(channel)
                     if carried is not None:
                         await run.save(carried)
-                outcome = await run_body(
-                    body, channel, tool.name, pending=pending, max_result_bytes=self.limits.max_result_bytes
-                )
+                current_body.set((tool.name, run.task_id))
+                end = await settle_body(body, channel, tool.name, pending, self.limits.max_result_bytes)
+                outcome = end if isinstance(end, Outcome) else _HALTED
             if scope.cancel_called:
                 if run.stop_outcome is not None:
                     outcome = run.stop_outcome
@@ -950,15 +970,20 @@ class TaskEngine:
                     outcome = None
                 else:  # stopped because the record ended or vanished: nothing left to write
                     outcome = _HALTED
-            else:
-                # A cancellation from outside (shutdown) surfaces here if the body swallowed it.
-                await anyio.lowlevel.checkpoint_if_cancelled()
-        except BaseException:
-            # Shutdown (or a crash) cancelled us from outside: record the end shielded from it.
-            with anyio.CancelScope(shield=True):
-                await self._settle(run, outcome, patient=False)
-            raise
-        await self._settle(run, outcome)
+            elif outcome is STOPPED:  # cancelled from outside this run's scope: shutting down
+                outcome = None
+        except BaseException as exc:  # say, the body broke this task's cancel scope stack
+            outcome = None if self._closing else outcome_of_abort(exc, tool.name)
+        group = self._spawn_group
+        if group is not None:
+            group.start_soon(self._settle_shielded, run, outcome)
+
+    async def _settle_shielded(self, run: _TaskRun, outcome: Outcome | None) -> None:
+        if not self._closing:
+            await self._settle(run, outcome)
+            return
+        with anyio.CancelScope(shield=True):  # the task group is being cancelled
+            await self._settle(run, outcome, patient=False)
 
     async def _settle(self, run: _TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
         """Record how a run ended and forget it (outcome None: the engine is shutting down).

@@ -1,10 +1,10 @@
 """Notice an `async def` body that blocks the event loop, and say which one.
 
 Every step of a body (from one `await` suspension to the next) runs through `watched`, which
-marks the body as holding the loop's thread while it steps. A ticker task on the loop records
-when the loop last got a turn; a watchdog thread wakes a few times per threshold and, when the
-loop has not ticked for longer than the threshold while a body holds it, logs a warning naming
-the tool and the task. The marker costs two dictionary writes per step.
+records which body is stepping on the loop's thread and since when. A watchdog thread wakes a few
+times per threshold and, when one step has held the loop for longer than the threshold, logs a
+warning naming the tool and the task (once per step). A busy loop whose steps are all short is
+not reported. The bookkeeping is two dictionary writes and a clock read per step.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ Label = tuple[str, "str | None"]
 current_body: ContextVar[Label | None] = ContextVar("mcptasks_current_body", default=None)
 """The body the current anyio task runs (set in the body's own task)."""
 
-_holding: dict[int, Label] = {}
-"""Loop thread id -> the body stepping on it right now."""
+_holding: dict[int, tuple[Label, float]] = {}
+"""Loop thread id -> the body stepping on it right now, and when the step began."""
 
 
 class watched(Generic[T]):
@@ -49,7 +49,7 @@ class watched(Generic[T]):
         send: Any = None
         error: BaseException | None = None
         while True:
-            _holding[thread] = label
+            _holding[thread] = (label, time.monotonic())
             try:
                 suspended = iterator.send(send) if error is None else iterator.throw(error)
             except StopIteration as stop:
@@ -63,38 +63,33 @@ class watched(Generic[T]):
 
 
 class Watchdog:
-    """Warns when the event loop is held by one body for longer than `threshold` seconds."""
+    """Warns when one step of a body holds the event loop for longer than `threshold` seconds."""
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
-        self._tick = time.monotonic()
         self._loop_thread = 0
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     async def run(self) -> None:
-        """The ticker: run it in the engine's task group; it starts the thread and stops it when cancelled."""
+        """Run it in the engine's task group: it watches from a thread until cancelled."""
         self._loop_thread = threading.get_ident()
-        self._tick = time.monotonic()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._watch, name="mcptasks-watchdog", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._watch, name="mcptasks-watchdog", daemon=True).start()
         try:
-            while True:
-                self._tick = time.monotonic()
-                await anyio.sleep(self.threshold / 4)
+            await anyio.sleep_forever()
         finally:
             self._stop.set()
 
     def _watch(self) -> None:
-        warned = -1.0
+        warned = 0.0
         while not self._stop.wait(self.threshold / 4):
-            tick = self._tick
-            stalled = time.monotonic() - tick
             holder = _holding.get(self._loop_thread)
-            if stalled > self.threshold and holder is not None and tick != warned:
-                warned = tick
-                tool, task_id = holder
+            if holder is None:
+                continue
+            (tool, task_id), began = holder
+            held = time.monotonic() - began
+            if held > self.threshold and began != warned:
+                warned = began
                 where = f"task {task_id}" if task_id else "an inline call"
                 logger.warning(
                     "task tool %r (%s) has blocked the event loop for %.1f s; every other request and "
@@ -102,5 +97,5 @@ class Watchdog:
                     "move the blocking call into 'await anyio.to_thread.run_sync(...)'.",
                     tool,
                     where,
-                    stalled,
+                    held,
                 )
