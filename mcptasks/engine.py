@@ -977,13 +977,19 @@ class TaskEngine:
         group = self._spawn_group
         if group is not None:
             group.start_soon(self._settle_shielded, run, outcome)
+        elif self.observer is not None:
+            self.observer.settled(run.task_id)
 
     async def _settle_shielded(self, run: _TaskRun, outcome: Outcome | None) -> None:
-        if not self._closing:
-            await self._settle(run, outcome)
-            return
-        with anyio.CancelScope(shield=True):  # the task group is being cancelled
-            await self._settle(run, outcome, patient=False)
+        try:
+            if not self._closing:
+                await self._settle(run, outcome)
+                return
+            with anyio.CancelScope(shield=True):  # the task group is being cancelled
+                await self._settle(run, outcome, patient=False)
+        finally:
+            if self.observer is not None:
+                self.observer.settled(run.task_id)
 
     async def _settle(self, run: _TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
         """Record how a run ended and forget it (outcome None: the engine is shutting down).

@@ -31,7 +31,11 @@ class EngineObserver(Protocol):
 
     def executing(self, record: TaskRecord) -> AbstractContextManager[object]:
         """Entered around one run of the task's body in this process (`record` as claimed or
-        created); the body runs inside it."""
+        created); the body runs inside it. The run's end is recorded after it exits, then
+        `settled` is called."""
+
+    def settled(self, task_id: str) -> None:
+        """The end of a run of `task_id` in this process was recorded (or could not be)."""
 
     def changed(self, before: TaskRecord, after: TaskRecord) -> None:
         """A write replaced `before` with `after` (status, message, input requests, outcome)."""

@@ -247,6 +247,7 @@ class Telemetry:
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
+            end_on_exit=False,  # ended by `settled`, once the run's end is recorded
         ) as span:
             self._spans[record.task_id] = span
             token = current_task.set((record.task_id, record.tool))
@@ -254,7 +255,12 @@ class Telemetry:
                 yield span
             finally:
                 current_task.reset(token)
-                self._spans.pop(record.task_id, None)
+
+    def settled(self, task_id: str) -> None:
+        """End the run's span: its end (and `mcp.task.status`) is recorded by now."""
+        span = self._spans.pop(task_id, None)
+        if span is not None:
+            span.end()
 
     def changed(self, before: TaskRecord, after: TaskRecord) -> None:
         """Events on the running span; active/queue gauges; the end-of-task metrics."""
