@@ -22,7 +22,7 @@ from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import InlineChannel, Outcome, Pending, run_body, wire_requests
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
 from mcptasks.results import error_result
-from mcptasks.store.base import TaskRecord, TaskStore
+from mcptasks.store.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tool import TaskTool
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
@@ -263,6 +263,8 @@ class TaskEngine:
       wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
     - `adaptive_poll_max`: when set (seconds), the advertised `pollIntervalMs` grows with the task's
       age (a tenth of it) from the tool's interval up to this bound.
+    - `announce_changes`: publish every write of a record on the store's change feed (prefixed
+      with `CHANGED_PREFIX`) so `notifications/tasks` listen streams on any instance see it.
     """
 
     def __init__(
@@ -281,6 +283,7 @@ class TaskEngine:
         poll_tolerance: float = 0.5,
         adaptive_poll_max: float | None = None,
         recover_orphans: bool = True,
+        announce_changes: bool = True,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -302,6 +305,7 @@ class TaskEngine:
         self.poll_tolerance = poll_tolerance
         self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
         self.recover_orphans = recover_orphans
+        self.announce_changes = announce_changes
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -699,8 +703,18 @@ class TaskEngine:
             if updated is None:
                 return record
             if await self.store.replace(updated, expected_version=record.version):
+                if self.announce_changes:
+                    await self._announce(task_id)
                 return updated
             record = None
+
+    async def _announce(self, task_id: str) -> None:
+        # Tells listen streams on every instance that the task changed; they re-read it. Losing
+        # one is tolerated (streams re-read periodically), so a failure must not fail the write.
+        try:
+            await self.store.publish(CHANGED_PREFIX + task_id)
+        except Exception:
+            logger.debug("could not announce a change of task %s", task_id, exc_info=True)
 
     # -- client operations ---------------------------------------------------------------------
 
@@ -812,6 +826,8 @@ class TaskEngine:
             delay = min(delay * 2, 5.0)
 
     def _changed(self, task_id: str) -> None:
+        if task_id.startswith(CHANGED_PREFIX):
+            return  # a change announced for listen streams: nothing for runners to do
         run = self._runs.get(task_id)
         if run is not None and self._task_group is not None:
             self._task_group.start_soon(self._guarded, lambda: self._refresh(run))

@@ -123,6 +123,15 @@ class TaskServer:
         """Serve Streamable HTTP with uvicorn in the current event loop until cancelled."""
         import uvicorn
 
+        extension = self.extension
+
+        class Server(uvicorn.Server):
+            async def shutdown(self, sockets: Any = None) -> None:
+                # Open listen streams would hold uvicorn's graceful shutdown forever: end them
+                # (with their closing response) before it waits for connections to finish.
+                extension.close_listen_streams()
+                await super().shutdown(sockets)
+
         app = self.streamable_http_app(path=path, host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-        await uvicorn.Server(config).serve()
+        await Server(config).serve()
