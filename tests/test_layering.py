@@ -13,6 +13,7 @@ import textwrap
 
 HOST_MODULES = {
     "mcptasks.ext",
+    "mcptasks.listen",  # subscriptions/listen for task ids on the SDK's MCPServer
     "mcptasks.server",
     "mcptasks.cli",
     "mcptasks.client",
@@ -35,6 +36,8 @@ ENGINE_MODULES = [
     "mcptasks.driver",
     "mcptasks.engine",
     "mcptasks.protocol",
+    "mcptasks.feed",
+    "mcptasks.push",
     "mcptasks.store",
     "mcptasks.store.base",
     "mcptasks.store.memory",
