@@ -38,7 +38,7 @@ from typing_extensions import Unpack
 
 from mcptasks.engine import PollLimit, TaskEngine
 from mcptasks.errors import ProtocolError
-from mcptasks.listen import TaskListenMiddleware
+from mcptasks.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks.push import TaskPush
 from mcptasks.request_state import RequestStateCodec
@@ -99,7 +99,9 @@ class TasksExtension(Extension):
     `immediate_results`: a task whose body finishes without suspending is answered with its result
     at once instead of a task handle (the extension allows either). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
     several replicas serve one URL). `push` (default True) serves `subscriptions/listen` with
-    `notifications.taskIds` (`notifications/tasks` pushes, across replicas through the store).
+    `notifications.taskIds` (`notifications/tasks` pushes, across replicas through the store);
+    `keepalive` sets the seconds between SSE keep-alive comments (process-wide, see
+    `mcptasks.listen.set_sse_keepalive`).
     """
 
     identifier = EXTENSION_ID
@@ -116,6 +118,7 @@ class TasksExtension(Extension):
         immediate_results: bool = True,
         engine: TaskEngine | None = None,
         push: bool = True,
+        keepalive: float | None = None,
     ) -> None:
         self.engine = (
             engine
@@ -125,6 +128,8 @@ class TasksExtension(Extension):
         self.engine.announce_changes = push
         self.push: TaskPush | None = TaskPush(self.engine) if push else None
         """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
+        if keepalive is not None:
+            set_sse_keepalive(keepalive)
         self.protocol = TasksProtocol(
             self.engine,
             codec=RequestStateCodec(secret),

@@ -42,6 +42,22 @@ CLOSE_REASON_META = "io.github.mcptasks/closeReason"
 (the server is stopping) or `slow` (the listener did not read for too long)."""
 
 
+def set_sse_keepalive(seconds: float) -> None:
+    """Send an SSE comment (`: ping`) on quiet Streamable HTTP streams every `seconds` (SDK default 15).
+
+    The SDK has no public setting for this: the value is its module-level interval, so it applies
+    to every server in the process (and is also how long an ordinary request may stay silent
+    before its response switches to SSE). Raises `RuntimeError` on an SDK without it.
+    """
+    if not seconds > 0:
+        raise ValueError("the keep-alive interval must be positive")
+    from mcp.server import _streamable_http_modern as modern
+
+    if not isinstance(getattr(modern, "_SSE_PING_INTERVAL", None), (int, float)):
+        raise RuntimeError("this version of the mcp SDK has no SSE keep-alive interval to set")
+    modern._SSE_PING_INTERVAL = float(seconds)
+
+
 class TaskNotification(Notification[dict[str, Any], Literal["notifications/tasks"]]):
     """`notifications/tasks`: params are the task's `DetailedTask` plus `_meta`."""
 

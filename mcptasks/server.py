@@ -31,8 +31,8 @@ class TaskServer:
         app.run()                      # stdio; app.run("http", port=8000) for Streamable HTTP
 
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
-    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback` and
-    `immediate_results` configure the tasks side (see `TasksExtension`); other keyword arguments go
+    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback`,
+    `immediate_results`, `push` and `keepalive` configure the tasks side (see `TasksExtension`); other keyword arguments go
     to `MCPServer` (auth, instructions, ...).
     """
 
@@ -47,6 +47,8 @@ class TaskServer:
         adaptive_poll_max: float | None = None,
         fallback: FallbackMode = "inline",
         immediate_results: bool = True,
+        push: bool = True,
+        keepalive: float | None = None,
         **mcp_options: Any,
     ) -> None:
         self.extension = TasksExtension(
@@ -56,6 +58,8 @@ class TaskServer:
             adaptive_poll_max=adaptive_poll_max,
             fallback=fallback,
             immediate_results=immediate_results,
+            push=push,
+            keepalive=keepalive,
         )
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(

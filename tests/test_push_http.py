@@ -6,14 +6,18 @@ subscription id on every frame, task states equal to `tasks/get`, the closing re
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
+from processes import free_port, serving_http
 from push_helpers import (
     ACK,
     SUBSCRIPTION_ID,
@@ -26,7 +30,7 @@ from push_helpers import (
 from sdk_helpers import TIMEOUT, HostApp, RawClient, StaticTokens, poll, serve_http
 
 from mcptasks import EXTENSION_ID
-from mcptasks.listen import CLOSE_REASON_META
+from mcptasks.listen import CLOSE_REASON_META, set_sse_keepalive
 from mcptasks.wire import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
@@ -249,3 +253,43 @@ async def test_a_client_closing_the_stream_unsubscribes() -> None:
 
 async def _watching(push: Any, task_id: str) -> bool:
     return bool(push.feed.watching(task_id))
+
+
+async def test_keepalive_comments_at_the_configured_interval() -> None:
+    from mcp.server import _streamable_http_modern as modern  # the SDK detail set_sse_keepalive sets
+
+    default = modern._SSE_PING_INTERVAL
+    assert isinstance(default, float)
+    host = HostApp(keepalive=0.2)
+    try:
+        assert modern._SSE_PING_INTERVAL == 0.2
+        async with running(host) as (url, raw):
+            task_id = await start(raw, "gated", {"label": "quiet"})
+            async with listen(url, {"taskIds": [task_id]}) as stream:
+                await stream.next()
+                await stream.next()
+                assert await stream.next_comment() == ": ping"
+                assert await stream.next_comment() == ": ping"
+            host.release("quiet")
+    finally:
+        set_sse_keepalive(default)
+    with pytest.raises(ValueError, match="positive"):
+        set_sse_keepalive(0)
+
+
+async def test_server_shutdown_ends_listen_streams_with_the_closing_response(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with serving_http("tests/replica_app.py", port=port, log=tmp_path / "server.log") as process:
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            task_id = await start(RawClient(http, url), "work", {"seconds": 600})
+        async with listen(url, {"taskIds": [task_id]}) as stream:
+            await stream.next()
+            await stream.next()
+            process.send_signal(signal.SIGTERM)
+            closing = await stream.next()
+        # uvicorn re-raises the signal once its graceful shutdown is over
+        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=TIMEOUT)) in (0, -signal.SIGTERM)
+    assert closing["id"] == stream.request_id
+    assert closing["result"]["_meta"][CLOSE_REASON_META] == "shutdown"
+    assert closing["result"]["_meta"][SUBSCRIPTION_ID] == stream.request_id
