@@ -267,11 +267,10 @@ def main() -> None:
                     results["latency"][f"{name}, across replicas"] = _summary(across)
                 if name == "memory":
                     print(f"cpu on {name} ({tasks} tasks) ...", flush=True)
-                    results["cpu"] = anyio.run(
-                        lambda: cpu(
-                            a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
-                        )
+                    following = partial(
+                        cpu, a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
                     )
+                    results["cpu"] = anyio.run(following)
             finally:
                 a.stop()
                 if b is not None:
