@@ -11,7 +11,9 @@ from mcptasks.context import BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.feed import TaskFeed
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks.push import TaskPush
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
 from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
 from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
@@ -114,11 +116,13 @@ __all__ = [
     "TaskEngine",
     "TaskError",
     "TaskExists",
+    "TaskFeed",
     "TaskFailed",
     "TaskHandle",
     "TaskInputError",
     "TaskLedger",
     "TaskNotFound",
+    "TaskPush",
     "TaskPolicy",
     "TaskRecord",
     "TaskServer",

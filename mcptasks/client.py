@@ -72,6 +72,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from mcptasks.protocol import IDEMPOTENCY_META
+from mcptasks.push import CLOSE_REASON_META
 from mcptasks.wire import (
     EXTENSION_ID,
     INTERNAL_ERROR,
@@ -882,9 +883,15 @@ class TaskHandle:
 
                 async def stream() -> None:
                     try:
-                        await self.session.send_request(
+                        closing = await self.session.send_request(
                             request, _Ack, request_read_timeout_seconds=_LISTEN_TIMEOUT
                         )
+                        if (closing.meta or {}).get(CLOSE_REASON_META) == "done":
+                            # The task ended, so its terminal state was sent before this response;
+                            # the session delivers notifications on tasks of its own, so the
+                            # response can overtake it. Wait for it (states() ends the group).
+                            with anyio.move_on_after(first_within):
+                                await anyio.sleep_forever()
                         outcome.append(("ended", None))
                     except MCPError as exc:
                         if exc.code in _NO_PUSH_CODES:

@@ -32,14 +32,10 @@ from mcp_types import (
 )
 
 from mcptasks.errors import ProtocolError
-from mcptasks.push import EndReason, TaskPush, requested_task_ids
+from mcptasks.push import CLOSE_REASON_META, EndReason, TaskPush, requested_task_ids
 from mcptasks.wire import PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
-
-CLOSE_REASON_META = "io.github.mcptasks/closeReason"
-"""`_meta` key of a closing response sent by the server: `done` (every task ended), `shutdown`
-(the server is stopping) or `slow` (the listener did not read for too long)."""
 
 
 def set_sse_keepalive(seconds: float) -> None:

@@ -1,7 +1,7 @@
 """Serving `notifications/tasks` on a `subscriptions/listen` stream, free of any host SDK.
 
 A host parses the listen request, calls `TaskPush.accept` for the ids the caller asked for (only
-the caller's own, live tasks are agreed, as `tasks/get` would show them), sends the ack, then runs
+the caller's own unexpired tasks are agreed, as `tasks/get` would show them), sends the ack, then runs
 `TaskPush.stream`, which sends each agreed task's current state once and then every visible
 change, as the `DetailedTask` that `tasks/get` would return at that moment.
 
@@ -29,6 +29,10 @@ TASK_NOTIFICATION = "notifications/tasks"
 
 MAX_TASK_IDS = 1000
 """The most task ids one listen request may name."""
+
+CLOSE_REASON_META = "io.github.mcptasks/closeReason"
+"""`_meta` key of a closing response sent by the server: `done` (every task ended), `shutdown`
+(the server is stopping) or `slow` (the listener did not read for too long)."""
 
 EndReason = Literal["done", "shutdown", "slow"]
 """Why a task stream ended: every followed task ended, the server is stopping, or the listener
@@ -81,7 +85,8 @@ class TaskPush:
         self.resync_interval = resync_interval
 
     async def accept(self, task_ids: list[str], *, owner: str, meta: Mapping[str, Any] | None) -> list[str]:
-        """The ids of `task_ids` the listener gets: the caller's own tasks that are still live.
+        """The ids of `task_ids` the listener gets: the caller's own unexpired tasks, as `tasks/get`
+        would show them (a task that already ended gets its final state once).
 
         Raises -32021 when the request did not declare the tasks extension in its `_meta`.
         """
@@ -89,8 +94,7 @@ class TaskPush:
             raise missing_extension_error("subscriptions/listen with notifications.taskIds")
         agreed = []
         for task_id in task_ids:
-            record = await self.engine.store.get(task_id, owner=owner)
-            if record is not None and not record.terminal:
+            if await self.engine.store.get(task_id, owner=owner) is not None:
                 agreed.append(task_id)
         return agreed
 

@@ -130,7 +130,7 @@ async def test_a_lost_change_notification_is_repaired_by_the_resync() -> None:
         assert seen == ["working", "completed"]
 
 
-async def test_accept_needs_the_extension_and_keeps_only_live_own_tasks() -> None:
+async def test_accept_needs_the_extension_and_keeps_only_own_tasks() -> None:
     async with pushing() as (engine, push):
         mine = await start(engine, "mine")
         theirs = (await engine.start(stepper, {"label": "mine", "steps": 0}, owner="someone-else")).task_id
@@ -139,6 +139,16 @@ async def test_accept_needs_the_extension_and_keeps_only_live_own_tasks() -> Non
         assert raised.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
         assert await push.accept([mine, theirs, "nope"], owner=ANONYMOUS_OWNER, meta=OPTED_IN) == [mine]
         gates["mine"].set()
+        await wait_for_status(engine, mine, "completed")
+        # a finished task is still agreed: its final state is sent once, then the stream is done
+        assert await push.accept([mine], owner=ANONYMOUS_OWNER, meta=OPTED_IN) == [mine]
+        sent: list[dict[str, Any]] = []
+
+        async def send(params: dict[str, Any]) -> None:
+            sent.append(params)
+
+        assert await push.stream([mine], owner=ANONYMOUS_OWNER, send=send) == "done"
+        assert [params["status"] for params in sent] == ["completed"]
 
 
 def test_requested_task_ids_parses_and_deduplicates() -> None:
