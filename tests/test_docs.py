@@ -491,6 +491,17 @@ def assert_documented(answer: Any, name: str) -> None:
         assert normalized(answer.result) == normalized(documented["result"]), answer.result
 
 
+@asynccontextmanager
+async def reports_over_http() -> AsyncIterator[tuple[str, RawClient]]:
+    """The Concepts page's server (`concepts_reports.py`) over HTTP, and a raw client for it."""
+    snippet = load_snippet("concepts_reports.py")
+    async with (
+        serve_http(snippet.app.streamable_http_app()) as url,
+        httpx2.AsyncClient(timeout=TIMEOUT) as http,
+    ):
+        yield url, RawClient(http, url)
+
+
 @exercises(
     "concepts_reports.py",
     "wire/tools_call.request.json",
@@ -511,13 +522,7 @@ def assert_documented(answer: Any, name: str) -> None:
 )
 @pytest.mark.slow
 async def test_the_wire_examples_are_what_the_server_says() -> None:
-    snippet = load_snippet("concepts_reports.py")
-    async with (
-        serve_http(snippet.app.streamable_http_app()) as url,
-        httpx2.AsyncClient(timeout=TIMEOUT) as http,
-    ):
-        client = RawClient(http, url)
-
+    async with reports_over_http() as (_url, client):
         created = await client.send("tools/call", documented_params("tools_call.request.json"))
         assert_documented(created, "tools_call.result.json")
         task_id = created.result["taskId"]
@@ -591,12 +596,7 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
     "wire/listen_closing.result.json",
 )
 async def test_the_push_wire_examples_are_what_the_server_says() -> None:
-    snippet = load_snippet("concepts_reports.py")
-    async with (
-        serve_http(snippet.app.streamable_http_app()) as url,
-        httpx2.AsyncClient(timeout=TIMEOUT) as http,
-    ):
-        client = RawClient(http, url)
+    async with reports_over_http() as (url, client):
         created = await client.send("tools/call", documented_params("tools_call.request.json"))
         task_id = created.result["taskId"]
         get = documented_params("tasks_get.request.json", taskId=task_id)
