@@ -1,8 +1,8 @@
 """The client side of the Tasks extension for the official SDK's `mcp.Client`.
 
 Transparent: add `TasksClient()` to the client's extensions and a task tool's `call_tool` simply
-returns the final `CallToolResult`; the extension polls `tasks/get`, answers input requests and
-maps the terminal state::
+returns the final `CallToolResult`; the extension follows the task (by push where the server serves
+it, else by polling `tasks/get`), answers input requests and maps the terminal state::
 
     async with Client(url, extensions=[TasksClient()], elicitation_callback=ask) as client:
         result = await client.call_tool("build", {"target": "wheel"})
@@ -20,6 +20,11 @@ wait for, cancel, or leave running and resume later (in another process) by id::
 
 Behaviour (see `TaskPolicy` for the knobs):
 
+- Push: a handle waiting for the next state listens for its task (`subscriptions/listen` with
+  `taskIds`) and takes each `notifications/tasks` as it arrives; the first frames after the ack
+  are the current state. A server that refuses the listen, or whose stream stays silent for one
+  poll interval (three times), is polled instead; a dropped stream is followed by one `tasks/get`
+  and listened to again after one poll interval. `TasksClient(push=False)` only polls.
 - Polling honours the server's current `pollIntervalMs` (it may change between polls), floored at
   `min_poll_interval`; `poll_interval` applies when the server suggests none.
 - Transient errors of `tasks/*` requests (internal error, timeout, connection closed, a poll
@@ -91,6 +96,8 @@ __all__ = [
     "CreateTaskResult",
     "DetailedTask",
     "GetTaskRequest",
+    "ListenTasksParams",
+    "ListenTasksRequest",
     "LedgerEntry",
     "PolicyOptions",
     "StatusCallback",
@@ -579,7 +586,7 @@ _NO_PUSH_CODES = frozenset(
 _MAX_FRUITLESS_LISTENS = 3
 """Listen streams in a row that end without a new state before a handle falls back to polling."""
 
-PushOutcome = Literal["state", "silent", "quiet", "ended", "dropped", "unsupported"]
+_PushOutcome = Literal["state", "silent", "quiet", "ended", "dropped", "unsupported"]
 
 
 class _Mailbox:
@@ -650,9 +657,11 @@ def _signature(task: DetailedTask) -> tuple[str, str | None, frozenset[str]]:
 
 
 class TaskHandle:
-    """One task on one connection: poll it, answer its input, wait for it, cancel it.
+    """One task on one connection: follow it (by push or polling), answer its input, wait for
+    it, cancel it.
 
-    Made by `start_tool_call` or `TaskHandle.resume`. The handle remembers which input keys it
+    Made by `start_tool_call` or `TaskHandle.resume` (which push through the client's
+    `TasksClient`; a handle built with `push=None` only polls). The handle remembers which input keys it
     answered, so watching again (or a server listing an answered key again) never answers a key
     twice. One `watch()`/`wait()` at a time per handle.
     """
@@ -798,7 +807,8 @@ class TaskHandle:
 
     async def watch(self, *, answer_inputs: bool = True) -> AsyncGenerator[DetailedTask, None]:
         """Yield the task each time its status, statusMessage or outstanding input keys change,
-        ending after the terminal state (which is yielded too).
+        ending after the terminal state (which is yielded too). States come by push where the
+        server serves it, else from `tasks/get` polls.
 
         With `answer_inputs` (the default) new input requests are answered through the client's
         callbacks after the state listing them was yielded. Raises `TaskStuck`,
@@ -864,7 +874,7 @@ class TaskHandle:
 
     async def _next_pushed(
         self, current: DetailedTask, first_within: float, within: float | None
-    ) -> tuple[PushOutcome, DetailedTask | None]:
+    ) -> tuple[_PushOutcome, DetailedTask | None]:
         """Listen for the task until the server pushes a state that differs from `current`.
 
         Outcomes: `state` (the new state); `silent` (no frame at all within `first_within`
@@ -875,7 +885,7 @@ class TaskHandle:
         assert self._push is not None
         push = self._push
         known = _signature(current)
-        outcome: list[tuple[PushOutcome, DetailedTask | None]] = []
+        outcome: list[tuple[_PushOutcome, DetailedTask | None]] = []
         request = ListenTasksRequest(params=ListenTasksParams(notifications={"taskIds": [self.task_id]}))
         deadline = math.inf if within is None else within
         with push.mailbox(self.task_id) as box, anyio.move_on_after(deadline):
