@@ -14,7 +14,9 @@ Servers are `mcptasks serve benchmarks/http_app.py --transport http --store URL`
   server (memory store); for `--window` seconds (default 10) they are followed by push (streams
   of 100 task ids each) or by polling every task with `tasks/get` once a second. The figure is the
   server process's CPU time (user + system) over the window, next to the same window with nobody
-  following (the bodies' own cost). Target: push costs <= 20 % of polling.
+  following (the bodies' own cost). When the client (on the same machine) cannot issue one poll
+  per task per second, polling's cost is extrapolated: measured server CPU per poll times the
+  polls due. Target: push costs <= 20 % of polling.
 
 Targets (issue): push latency p50 <= 5 ms on one server, <= 25 ms across replicas.
 """
@@ -193,6 +195,11 @@ async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: fl
         idle = await measured(nobody)
         pushed = await measured(push)
         polled = await measured(poll)
+    # The client shares the machine: it may issue fewer than one poll per task per second. The
+    # server's cost of full-rate polling is then its measured cost per poll times the polls due.
+    due = tasks * window
+    per_poll = (polled - idle) / polls if polls else float("nan")
+    full_rate = idle + per_poll * due
     return {
         "tasks": tasks,
         "window_s": window,
@@ -202,8 +209,11 @@ async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: fl
         "cpu_poll_s": polled,
         "notifications": received,
         "polls": polls,
+        "polls_due": due,
+        "cpu_ms_per_poll": per_poll * 1000.0,
+        "cpu_poll_full_rate_s": full_rate,
         "push_over_poll": pushed / polled if polled else float("nan"),
-        "push_over_poll_net_of_idle": (pushed - idle) / (polled - idle) if polled > idle else float("nan"),
+        "push_over_poll_full_rate": pushed / full_rate if full_rate else float("nan"),
     }
 
 
@@ -290,15 +300,22 @@ def main() -> None:
         )
     figures = results["cpu"]
     if figures is not None:
-        verdict = "ok" if figures["push_over_poll"] <= CPU_TARGET else "MISSED"
+        full = figures["polls"] >= figures["polls_due"] * 0.95
+        ratio = figures["push_over_poll"] if full else figures["push_over_poll_full_rate"]
+        verdict = "ok" if ratio <= CPU_TARGET else "MISSED"
         print(
             f"\nserver CPU over {figures['window_s']:g} s, {figures['tasks']} tasks changing every "
             f"{figures['change_every_s']:g} s: nobody following {figures['cpu_idle_s']:.2f} s, "
             f"push {figures['cpu_push_s']:.2f} s ({figures['notifications']} notifications), "
-            f"1 s polling {figures['cpu_poll_s']:.2f} s ({figures['polls']} polls)\n"
-            f"push / polling = {figures['push_over_poll']:.2f} (<= {CPU_TARGET:g}: {verdict}); "
-            f"net of the bodies' own cost {figures['push_over_poll_net_of_idle']:.2f}"
+            f"1 s polling {figures['cpu_poll_s']:.2f} s ({figures['polls']} of {figures['polls_due']:.0f} "
+            f"polls due, {figures['cpu_ms_per_poll']:.2f} ms each)"
         )
+        if not full:
+            print(
+                f"the client fell short of 1 poll/s per task; at the full rate polling would cost "
+                f"{figures['cpu_poll_full_rate_s']:.2f} s (measured cost per poll x polls due)"
+            )
+        print(f"push / polling = {ratio:.2f} (<= {CPU_TARGET:g}: {verdict})")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
