@@ -219,17 +219,20 @@ async def test_many_changes_while_the_listener_reads_nothing_are_coalesced() -> 
 
     @host.app.task_tool(poll_interval=0.05)
     async def chatty(count: int):
-        """Change the status `count` times, then finish."""
+        """Wait for the gate, change the status `count` times in a burst, then finish."""
+        yield "ready"
+        await host.gate("chatty").wait()
         for i in range(count):
             yield f"step {i}"
-        await host.gate("chatty").wait()
         yield "finished"
 
     async with running(host) as (url, raw):
         task_id = await start(raw, "chatty", {"count": 500})
         async with listen(url, {"taskIds": [task_id]}) as stream:
             await stream.next()  # ack
-            host.release("chatty")
+            while task_frames([await stream.next()])[0].get("statusMessage") != "ready":
+                pass
+            host.release("chatty")  # the burst starts while the stream is open
             states = []
             while not states or states[-1]["status"] != "completed":
                 states.extend(task_frames([await stream.next()]))
