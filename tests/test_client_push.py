@@ -7,6 +7,8 @@ between client and server can cut every open connection, to show the client's re
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from anyio.abc import SocketStream
 from mcp import Client
 from mcp.client.extension import NotificationBinding
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from processes import clean_env
 from sdk_helpers import TIMEOUT, poll, serve_http
 
 from mcptasks import Result, TaskServer
@@ -242,3 +245,25 @@ async def _count(app: CountingApp, method: str) -> int:
 
 async def _received(extension: CountingTasksClient) -> int:
     return extension.received
+
+
+async def test_mcptasks_call_shows_each_pushed_state() -> None:
+    app = CountingApp()
+    command = "import sys; from mcptasks.call_cli import main; sys.exit(main(sys.argv[1:]))"
+    async with serve_http(app.app.streamable_http_app()) as url:
+        # three statuses 0.5 s apart: polling at pollIntervalMs 1000 would skip some of them
+        with anyio.fail_after(TIMEOUT):
+            done = await anyio.run_process(
+                [sys.executable, "-c", command, "call", url, "slow", "seconds=1.5"],
+                check=False,
+                env=clean_env(),
+                stdin=subprocess.DEVNULL,
+            )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert done.stdout.decode() == "slow done\n"
+    shown = [line.split("] ", 1)[1] for line in err.splitlines() if line.startswith("[")]
+    assert "working: step 1 of 3" in shown and "working: step 2 of 3" in shown, shown
+    # step 3 and the result are written back to back: one push may carry both (latest state wins)
+    assert shown[-1] == "completed: step 3 of 3", shown
+    assert app.methods["tasks/get"] <= 1
