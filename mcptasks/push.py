@@ -22,7 +22,7 @@ from mcptasks.engine import TaskEngine
 from mcptasks.errors import ProtocolError
 from mcptasks.feed import TaskFeed
 from mcptasks.protocol import detailed_task, missing_extension_error
-from mcptasks.wire import INVALID_PARAMS, client_opted_in
+from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS, client_opted_in
 
 TASK_NOTIFICATION = "notifications/tasks"
 """The method of a pushed task state (never the pre-2026 `notifications/tasks/status`)."""
@@ -67,6 +67,7 @@ class TaskPush:
     - `stall_timeout`: seconds a single send may block before the listener is dropped.
     - `resync_interval`: seconds after which a quiet stream re-reads its tasks anyway (a change
       notification lost between replicas is then repaired; unchanged tasks are not re-sent).
+    - `max_streams`: open task streams this process serves; `accept` refuses more with -32603.
     """
 
     def __init__(
@@ -76,22 +77,34 @@ class TaskPush:
         feed: TaskFeed | None = None,
         stall_timeout: float = 10.0,
         resync_interval: float = 30.0,
+        max_streams: int = 1024,
     ) -> None:
         if stall_timeout <= 0 or resync_interval <= 0:
             raise ValueError("stall_timeout and resync_interval must be positive")
+        if max_streams < 1:
+            raise ValueError("max_streams must be a positive integer")
         self.engine = engine
         self.feed = feed if feed is not None else TaskFeed()
         self.stall_timeout = stall_timeout
         self.resync_interval = resync_interval
+        self.max_streams = max_streams
+        self.open_streams = 0
+        """Task streams being served right now."""
 
     async def accept(self, task_ids: list[str], *, owner: str, meta: Mapping[str, Any] | None) -> list[str]:
         """The ids of `task_ids` the listener gets: the caller's own unexpired tasks, as `tasks/get`
         would show them (a task that already ended gets its final state once).
 
-        Raises -32021 when the request did not declare the tasks extension in its `_meta`.
+        Raises -32021 when the request did not declare the tasks extension in its `_meta`, and
+        -32603 when `max_streams` streams are open already.
         """
         if not client_opted_in(dict(meta) if meta is not None else None):
             raise missing_extension_error("subscriptions/listen with notifications.taskIds")
+        if self.open_streams >= self.max_streams:
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Subscription limit reached ({self.max_streams} task listen streams); retry later",
+            )
         agreed = []
         for task_id in task_ids:
             if await self.engine.store.get(task_id, owner=owner) is not None:
@@ -104,8 +117,15 @@ class TaskPush:
         `send` delivers one `notifications/tasks` params dict (the host adds the subscription
         id). Returns why the stream should end.
         """
+        self.open_streams += 1
+        try:
+            return await self._follow(task_ids, owner, send)
+        finally:
+            self.open_streams -= 1
+
+    async def _follow(self, task_ids: list[str], owner: str, send: SendParams) -> EndReason:
         store = self.engine.store
-        last: dict[str, dict[str, Any]] = {}
+        last: dict[str, dict[str, Any]] = {}  # per task, the params sent last
         with self.feed.watch(task_ids) as watch:
             while watch.ids:
                 dirty = await watch.changed(self.resync_interval)

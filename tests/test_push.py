@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from mcptasks.errors import ProtocolError
 from mcptasks.protocol import ANONYMOUS_OWNER
 from mcptasks.push import TaskPush, requested_task_ids
 from mcptasks.store.memory import MemoryTaskStore
-from mcptasks.wire import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.wire import INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +160,23 @@ def test_requested_task_ids_parses_and_deduplicates() -> None:
             requested_task_ids({"taskIds": bad})
     with pytest.raises(ProtocolError):
         requested_task_ids({"taskIds": [str(i) for i in range(1001)]})
+
+
+async def test_streams_beyond_the_limit_are_refused_before_the_ack() -> None:
+    async with pushing(max_streams=1) as (engine, push):
+        task_id = await start(engine, "limit")
+        first = anyio.Event()
+
+        async def send(params: dict[str, Any]) -> None:
+            first.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(partial(push.stream, [task_id], owner=ANONYMOUS_OWNER, send=send))
+            await first.wait()
+            assert push.open_streams == 1
+            with pytest.raises(ProtocolError) as refused:
+                await push.accept([task_id], owner=ANONYMOUS_OWNER, meta=OPTED_IN)
+            assert refused.value.code == INTERNAL_ERROR
+            gates["limit"].set()
+        assert push.open_streams == 0
+        assert await push.accept([task_id], owner=ANONYMOUS_OWNER, meta=OPTED_IN) == [task_id]
