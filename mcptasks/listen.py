@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, cast
 
 import anyio
@@ -69,6 +69,10 @@ def _closing(subscription_id: Any, reason: EndReason) -> dict[str, Any]:
     }
 
 
+def _as_mcp_error(exc: ProtocolError) -> MCPError:
+    return MCPError(code=exc.code, message=exc.message, data=exc.data)
+
+
 class _AckMergingSession:
     """The request's session, adding `taskIds` to the ack the SDK's listen handler sends."""
 
@@ -98,7 +102,8 @@ class _AckMergingSession:
 class TaskListenMiddleware:
     """Serves the `taskIds` part of `subscriptions/listen` (see the module docstring)."""
 
-    def __init__(self, push: TaskPush, owner: Any) -> None:
+    def __init__(self, push: TaskPush, owner: Callable[[], str]) -> None:
+        """`owner()` names the caller of the current request (tasks are scoped to it)."""
         self.push = push
         self._owner = owner
 
@@ -113,12 +118,15 @@ class TaskListenMiddleware:
         notifications = ctx.params.get("notifications")
         try:
             task_ids = requested_task_ids(notifications)
-            if task_ids is None:
-                return await call_next(ctx)
-            owner = self._owner()
+        except ProtocolError as exc:
+            raise _as_mcp_error(exc) from None
+        if task_ids is None:
+            return await call_next(ctx)  # no task ids: the SDK's own listen
+        owner = self._owner()
+        try:
             agreed = await self.push.accept(task_ids, owner=owner, meta=ctx.meta)
         except ProtocolError as exc:
-            raise MCPError(code=exc.code, message=exc.message, data=exc.data) from None
+            raise _as_mcp_error(exc) from None
         assert isinstance(notifications, Mapping)
         core = {k: v for k, v in notifications.items() if k != "taskIds"}
         subscription_id = ctx.request_id
