@@ -24,7 +24,8 @@ Behaviour (see `TaskPolicy` for the knobs):
   `taskIds`) and takes each `notifications/tasks` as it arrives; the first frames after the ack
   are the current state. A server that refuses the listen, or whose stream stays silent for one
   poll interval (three times), is polled instead; a dropped stream is followed by one `tasks/get`
-  and listened to again after one poll interval. `TasksClient(push=False)` only polls.
+  and listened to again after one poll interval; a stream quiet for ten poll intervals is checked
+  with one `tasks/get`. `TasksClient(push=False)` only polls.
 - Polling honours the server's current `pollIntervalMs` (it may change between polls), floored at
   `min_poll_interval`; `poll_interval` applies when the server suggests none.
 - Transient errors of `tasks/*` requests (internal error, timeout, connection closed, a poll
@@ -583,6 +584,9 @@ _NO_PUSH_CODES = frozenset(
 )
 """Errors that mean a server does not serve task listen streams (poll it instead)."""
 
+_QUIET_POLLS = 10
+"""Poll intervals a listen stream may stay quiet before one `tasks/get` checks the task."""
+
 _MAX_FRUITLESS_LISTENS = 3
 """Listen streams in a row that end without a new state before a handle falls back to polling."""
 
@@ -851,15 +855,17 @@ class TaskHandle:
                 and self._push.enabled(self.session)
                 and anyio.current_time() >= relisten_at
             ):
-                outcome, pushed = await self._next_pushed(
-                    task, policy.interval(task), None if policy.stuck_after is None else delay
-                )
+                # a quiet stream is checked with one tasks/get every _QUIET_POLLS intervals, so a
+                # stream that died without the transport noticing costs a delay, never a hang
+                within = _QUIET_POLLS * policy.interval(task)
+                if policy.stuck_after is not None:
+                    within = min(within, max(0.0, policy.stuck_after - (anyio.current_time() - quiet_since)))
+                outcome, pushed = await self._next_pushed(task, policy.interval(task), within)
                 if outcome == "state":
                     assert pushed is not None
                     task, fetch, fruitless = pushed, False, 0
                     continue
                 if outcome == "quiet":
-                    fetch = False
                     continue
                 # the stream ended or broke without news: catch up with one tasks/get now and
                 # listen again after one poll interval (polling meanwhile, never faster)
@@ -873,13 +879,13 @@ class TaskHandle:
             await anyio.sleep(delay)
 
     async def _next_pushed(
-        self, current: DetailedTask, first_within: float, within: float | None
+        self, current: DetailedTask, first_within: float, within: float
     ) -> tuple[_PushOutcome, DetailedTask | None]:
         """Listen for the task until the server pushes a state that differs from `current`.
 
         Outcomes: `state` (the new state); `silent` (no frame at all within `first_within`
-        seconds: the server may not push, so poll now); `quiet` (the stream works but nothing
-        changed within `within`); `ended` (the server closed the stream) and `dropped` (it broke):
+        seconds: the server may not push, so poll now); `quiet` (nothing changed within `within`
+        seconds: check with one `tasks/get`); `ended` (the server closed the stream) and `dropped` (it broke):
         catch up with `tasks/get`; `unsupported` (the server refused: poll from now on).
         """
         assert self._push is not None
@@ -887,8 +893,7 @@ class TaskHandle:
         known = _signature(current)
         outcome: list[tuple[_PushOutcome, DetailedTask | None]] = []
         request = ListenTasksRequest(params=ListenTasksParams(notifications={"taskIds": [self.task_id]}))
-        deadline = math.inf if within is None else within
-        with push.mailbox(self.task_id) as box, anyio.move_on_after(deadline):
+        with push.mailbox(self.task_id) as box, anyio.move_on_after(within):
             async with anyio.create_task_group() as group:
 
                 async def stream() -> None:
