@@ -1,7 +1,10 @@
 """The server `benchmarks/http.py` and `benchmarks/stores.py` measure: zero-work task and plain
-tools, and task tools that suspend (1 ms, 10 ms) so every call really creates a task."""
+tools, task tools that suspend (1 ms, 10 ms) so every call really creates a task, and `ticker`
+(timestamped status changes) for `benchmarks/push.py`."""
 
 from __future__ import annotations
+
+import time
 
 import anyio
 
@@ -34,3 +37,13 @@ async def task_sleep():
     """A task tool that sleeps 10 ms: it suspends, so the call is answered with a task."""
     await anyio.sleep(0.01)
     yield Result("ok")
+
+
+@app.task_tool(poll_interval=1.0)
+async def ticker(count: int, interval: float):
+    """Set the status `count` times, `interval` seconds apart; each status carries the wall-clock
+    time it was set (`tick <i> <epoch seconds>`), so a listener can measure push latency."""
+    for i in range(count):
+        await anyio.sleep(interval)
+        yield f"tick {i} {time.time():.6f}"
+    yield Result("ticked")

@@ -12,9 +12,11 @@ from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
 from mcptasks.driver import Outcome
 from mcptasks.engine import TaskEngine
 from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.feed import TaskFeed
 from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.outages import StoreRetry
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks.push import TaskPush
 from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
 from mcptasks.store.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
 from mcptasks.store.url import MissingExtra
@@ -130,12 +132,14 @@ __all__ = [
     "TaskEngine",
     "TaskError",
     "TaskExists",
+    "TaskFeed",
     "TaskFailed",
     "TaskHandle",
     "TaskInputError",
     "TaskLedger",
     "TaskNotFound",
     "TaskPage",
+    "TaskPush",
     "TaskPolicy",
     "TaskQuery",
     "TaskRecord",

@@ -1,8 +1,8 @@
 """The client side of the Tasks extension for the official SDK's `mcp.Client`.
 
 Transparent: add `TasksClient()` to the client's extensions and a task tool's `call_tool` simply
-returns the final `CallToolResult`; the extension polls `tasks/get`, answers input requests and
-maps the terminal state::
+returns the final `CallToolResult`; the extension follows the task (by push where the server serves
+it, else by polling `tasks/get`), answers input requests and maps the terminal state::
 
     async with Client(url, extensions=[TasksClient()], elicitation_callback=ask) as client:
         result = await client.call_tool("build", {"target": "wheel"})
@@ -20,6 +20,12 @@ wait for, cancel, or leave running and resume later (in another process) by id::
 
 Behaviour (see `TaskPolicy` for the knobs):
 
+- Push: a handle waiting for the next state listens for its task (`subscriptions/listen` with
+  `taskIds`) and takes each `notifications/tasks` as it arrives; the first frames after the ack
+  are the current state. A server that refuses the listen, or whose stream stays silent for one
+  poll interval (three times), is polled instead; a dropped stream is followed by one `tasks/get`
+  and listened to again after one poll interval; a stream quiet for ten poll intervals is checked
+  with one `tasks/get`. `TasksClient(push=False)` only polls.
 - Polling honours the server's current `pollIntervalMs` (it may change between polls), floored at
   `min_poll_interval`; `poll_interval` applies when the server suggests none.
 - Transient errors of `tasks/*` requests (internal error, timeout, connection closed, a poll
@@ -49,10 +55,12 @@ import contextlib
 import contextvars
 import dataclasses
 import inspect
+import math
 import os
 import shlex
 import sqlite3
 import time
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,17 +72,20 @@ import anyio
 import mcp_types as types
 from mcp import Client, ClientSession, MCPError, StdioServerParameters
 from mcp.client.context import ClientRequestContext
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp_types import CallToolResult, ErrorData, Request, RequestParams, Result
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from mcptasks.protocol import IDEMPOTENCY_META
+from mcptasks.push import CLOSE_REASON_META
 from mcptasks.wire import (
     EXTENSION_ID,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    LEGACY_MISSING_CAPABILITY,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     TERMINAL_STATUSES,
 )
@@ -86,6 +97,8 @@ __all__ = [
     "CreateTaskResult",
     "DetailedTask",
     "GetTaskRequest",
+    "ListenTasksParams",
+    "ListenTasksRequest",
     "LedgerEntry",
     "PolicyOptions",
     "StatusCallback",
@@ -155,6 +168,19 @@ class CancelTaskRequest(Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     params: TaskIdParams
     name_param = "taskId"
+
+
+class ListenTasksParams(RequestParams):
+    """`subscriptions/listen` params naming task ids: `{"notifications": {"taskIds": [...]}}`."""
+
+    notifications: dict[str, Any]
+
+
+class ListenTasksRequest(Request[ListenTasksParams, Literal["subscriptions/listen"]]):
+    """A `subscriptions/listen` for `notifications/tasks` of the given tasks."""
+
+    method: Literal["subscriptions/listen"] = "subscriptions/listen"
+    params: ListenTasksParams
 
 
 class _Ack(Result):
@@ -548,6 +574,73 @@ def server_identity(server: object) -> str:
     return f"{type(server).__module__}.{type(server).__qualname__}"
 
 
+# -- push ------------------------------------------------------------------------------------------
+
+_LISTEN_TIMEOUT = 10 * 365 * 86400.0
+"""A listen request has no read timeout: its response arrives when the stream ends."""
+
+_NO_PUSH_CODES = frozenset(
+    {METHOD_NOT_FOUND, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, LEGACY_MISSING_CAPABILITY}
+)
+"""Errors that mean a server does not serve task listen streams (poll it instead)."""
+
+_QUIET_POLLS = 10
+"""Poll intervals a listen stream may stay quiet before one `tasks/get` checks the task."""
+
+_MAX_FRUITLESS_LISTENS = 3
+"""Listen streams in a row that end without a new state before a handle falls back to polling."""
+
+_PushOutcome = Literal["state", "silent", "quiet", "ended", "dropped", "unsupported"]
+
+
+class _Mailbox:
+    """The newest pushed state of one task, for one waiting handle (older states are replaced)."""
+
+    def __init__(self) -> None:
+        self.latest: DetailedTask | None = None
+        self.wake = anyio.Event()
+
+    def put(self, task: DetailedTask) -> None:
+        self.latest = task
+        self.wake.set()
+
+    def take(self) -> DetailedTask | None:
+        task, self.latest = self.latest, None
+        self.wake = anyio.Event()
+        return task
+
+
+class _PushRouter:
+    """Routes `notifications/tasks` to the handles listening for each task id."""
+
+    def __init__(self) -> None:
+        self._mailboxes: dict[str, set[_Mailbox]] = {}
+        self._no_push: weakref.WeakSet[ClientSession] = weakref.WeakSet()
+
+    def enabled(self, session: ClientSession) -> bool:
+        return session not in self._no_push
+
+    def disable(self, session: ClientSession) -> None:
+        self._no_push.add(session)
+
+    @contextlib.contextmanager
+    def mailbox(self, task_id: str) -> Iterator[_Mailbox]:
+        box = _Mailbox()
+        self._mailboxes.setdefault(task_id, set()).add(box)
+        try:
+            yield box
+        finally:
+            boxes = self._mailboxes.get(task_id)
+            if boxes is not None:
+                boxes.discard(box)
+                if not boxes:
+                    del self._mailboxes[task_id]
+
+    async def deliver(self, task: DetailedTask) -> None:
+        for box in tuple(self._mailboxes.get(task.task_id, ())):
+            box.put(task)
+
+
 # -- the handle ------------------------------------------------------------------------------------
 
 
@@ -568,9 +661,11 @@ def _signature(task: DetailedTask) -> tuple[str, str | None, frozenset[str]]:
 
 
 class TaskHandle:
-    """One task on one connection: poll it, answer its input, wait for it, cancel it.
+    """One task on one connection: follow it (by push or polling), answer its input, wait for
+    it, cancel it.
 
-    Made by `start_tool_call` or `TaskHandle.resume`. The handle remembers which input keys it
+    Made by `start_tool_call` or `TaskHandle.resume` (which push through the client's
+    `TasksClient`; a handle built with `push=None` only polls). The handle remembers which input keys it
     answered, so watching again (or a server listing an answered key again) never answers a key
     twice. One `watch()`/`wait()` at a time per handle.
     """
@@ -586,9 +681,11 @@ class TaskHandle:
         ledger: TaskLedger | None = None,
         server_id: str | None = None,
         on_status: StatusCallback | None = None,
+        push: _PushRouter | None = None,
     ) -> None:
         self.session = session
         self.task_id = task_id
+        self._push = push
         self.tool = tool
         self.policy = policy if policy is not None else TaskPolicy()
         self.ledger = ledger
@@ -618,13 +715,23 @@ class TaskHandle:
         `TasksClient`; no request is sent until the handle is used.
         """
         extension = _tasks_client_of(client)
+        push = None
         if extension is not None:
             policy = policy if policy is not None else extension.policy
             ledger = ledger if ledger is not None else extension.ledger
             server_id = server_id if server_id is not None else extension.server_id
+            push = extension._push if extension.push else None
         if server_id is None and isinstance(client, Client):
             server_id = server_identity(client.server)
-        return cls(_session_of(client), task_id, tool=tool, policy=policy, ledger=ledger, server_id=server_id)
+        return cls(
+            _session_of(client),
+            task_id,
+            tool=tool,
+            policy=policy,
+            ledger=ledger,
+            server_id=server_id,
+            push=push,
+        )
 
     def __repr__(self) -> str:
         status = self.last.status if self.last is not None else "unknown"
@@ -704,7 +811,8 @@ class TaskHandle:
 
     async def watch(self, *, answer_inputs: bool = True) -> AsyncGenerator[DetailedTask, None]:
         """Yield the task each time its status, statusMessage or outstanding input keys change,
-        ending after the terminal state (which is yielded too).
+        ending after the terminal state (which is yielded too). States come by push where the
+        server serves it, else from `tasks/get` polls.
 
         With `answer_inputs` (the default) new input requests are answered through the client's
         callbacks after the state listing them was yielded. Raises `TaskStuck`,
@@ -719,6 +827,8 @@ class TaskHandle:
         fetch = not self._fresh or task is None or task.terminal
         self._fresh = False
         quiet_since = anyio.current_time()
+        relisten_at = 0.0
+        fruitless = 0
         while True:
             if fetch:
                 task = await self.status()
@@ -740,7 +850,99 @@ class TaskHandle:
             if policy.stuck_after is not None:
                 remaining = policy.stuck_after - (anyio.current_time() - quiet_since)
                 delay = max(0.0, min(delay, remaining))
+            if (
+                self._push is not None
+                and self._push.enabled(self.session)
+                and anyio.current_time() >= relisten_at
+            ):
+                # a quiet stream is checked with one tasks/get every _QUIET_POLLS intervals, so a
+                # stream that died without the transport noticing costs a delay, never a hang
+                within = _QUIET_POLLS * policy.interval(task)
+                if policy.stuck_after is not None:
+                    within = min(within, max(0.0, policy.stuck_after - (anyio.current_time() - quiet_since)))
+                outcome, pushed = await self._next_pushed(task, policy.interval(task), within)
+                if outcome == "state":
+                    assert pushed is not None
+                    task, fetch, fruitless = pushed, False, 0
+                    continue
+                if outcome == "quiet":
+                    continue
+                # the stream ended or broke without news: catch up with one tasks/get now and
+                # listen again after one poll interval (polling meanwhile, never faster)
+                fruitless += 1
+                if fruitless >= _MAX_FRUITLESS_LISTENS:
+                    relisten_at = math.inf  # this server keeps closing streams: poll from now on
+                else:
+                    relisten_at = anyio.current_time() + delay
+                if outcome != "unsupported":
+                    continue
             await anyio.sleep(delay)
+
+    async def _next_pushed(
+        self, current: DetailedTask, first_within: float, within: float
+    ) -> tuple[_PushOutcome, DetailedTask | None]:
+        """Listen for the task until the server pushes a state that differs from `current`.
+
+        Outcomes: `state` (the new state); `silent` (no frame at all within `first_within`
+        seconds: the server may not push, so poll now); `quiet` (nothing changed within `within`
+        seconds: check with one `tasks/get`); `ended` (the server closed the stream) and `dropped` (it broke):
+        catch up with `tasks/get`; `unsupported` (the server refused: poll from now on).
+        """
+        assert self._push is not None
+        push = self._push
+        known = _signature(current)
+        outcome: list[tuple[_PushOutcome, DetailedTask | None]] = []
+        request = ListenTasksRequest(params=ListenTasksParams(notifications={"taskIds": [self.task_id]}))
+        with push.mailbox(self.task_id) as box, anyio.move_on_after(within):
+            async with anyio.create_task_group() as group:
+
+                async def stream() -> None:
+                    try:
+                        closing = await self.session.send_request(
+                            request, _Ack, request_read_timeout_seconds=_LISTEN_TIMEOUT
+                        )
+                        if (closing.meta or {}).get(CLOSE_REASON_META) == "done":
+                            # The task ended, so its terminal state was sent before this response;
+                            # the session delivers notifications on tasks of its own, so the
+                            # response can overtake it. Wait for it (states() ends the group).
+                            with anyio.move_on_after(first_within):
+                                await anyio.sleep_forever()
+                        outcome.append(("ended", None))
+                    except MCPError as exc:
+                        if exc.code in _NO_PUSH_CODES:
+                            push.disable(self.session)
+                            outcome.append(("unsupported", None))
+                        else:
+                            outcome.append(("dropped", None))
+                    except Exception:  # a broken transport surfaces as the transport's own error
+                        outcome.append(("dropped", None))
+                    group.cancel_scope.cancel()
+
+                async def states() -> None:
+                    with anyio.move_on_after(first_within):
+                        await box.wake.wait()
+                    if not box.wake.is_set():
+                        outcome.append(("silent", None))
+                        group.cancel_scope.cancel()
+                        return
+                    while True:
+                        pushed = box.take()
+                        if pushed is not None and (pushed.terminal or _signature(pushed) != known):
+                            outcome.append(("state", pushed))
+                            group.cancel_scope.cancel()
+                            return
+                        await box.wake.wait()
+
+                group.start_soon(stream)
+                group.start_soon(states)
+        if not outcome:
+            return "quiet", None
+        state = next((o for o in outcome if o[0] == "state"), outcome[0])
+        if state[1] is not None:
+            self.last = state[1]
+            if state[1].terminal:
+                await self._ledger_update(state[1].status)
+        return state
 
     async def wait(self, *, answer_inputs: bool = True) -> DetailedTask:
         """Follow the task to its terminal state (answering input) and return that state."""
@@ -866,6 +1068,7 @@ class TasksClient(ClientExtension):
         ledger: TaskLedger | None = None,
         server_id: str | None = None,
         on_status: StatusCallback | None = None,
+        push: bool = True,
         **options: Unpack[PolicyOptions],
     ) -> None:
         base = policy if policy is not None else TaskPolicy()
@@ -873,6 +1076,9 @@ class TasksClient(ClientExtension):
         self.ledger = ledger
         self.server_id = server_id
         self.on_status = on_status
+        self.push = push
+        """Follow tasks through `notifications/tasks` pushes where the server serves them."""
+        self._push = _PushRouter()
 
     def settings(self) -> dict[str, Any]:
         """No settings are defined: an empty object declares support."""
@@ -881,6 +1087,14 @@ class TasksClient(ClientExtension):
     def claims(self) -> list[ResultClaim[Any]]:
         """Claim `resultType: "task"` on `tools/call`."""
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        """Receive `notifications/tasks` (the states of the tasks being followed)."""
+        return [
+            NotificationBinding(
+                method="notifications/tasks", params_type=DetailedTask, handler=self._push.deliver
+            )
+        ]
 
     async def _resolve(self, created: CreateTaskResult, context: ClaimContext) -> CallToolResult:
         start = _STARTING.get()
@@ -910,6 +1124,7 @@ class TasksClient(ClientExtension):
             initial=DetailedTask.from_created(created),
             ledger=self.ledger,
             server_id=server_id,
+            push=self._push if self.push else None,
         )
 
 

@@ -37,7 +37,7 @@ from mcptasks.limits import Limits, TooManyTasks
 from mcptasks.observer import EngineObserver
 from mcptasks.outages import StoreRetry, describe, gave_up, outage_errors
 from mcptasks.results import error_result
-from mcptasks.store.base import TaskRecord, TaskStore
+from mcptasks.store.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.store.url import store_from_url
 from mcptasks.tasklog import log_task
 from mcptasks.tool import TaskTool
@@ -410,6 +410,8 @@ class TaskEngine:
       keeps the lease alive: after it, peers take the tasks over as from a lost worker.
     - `store_retry`: how long a running task's store calls (waiting for input, checkpoints, its
       end) are retried while the store is unreachable (`StoreRetry`, default 60 s with backoff).
+    - `announce_changes`: publish every write of a record on the store's change feed (prefixed
+      with `CHANGED_PREFIX`) so `notifications/tasks` listen streams on any instance see it.
     """
 
     def __init__(
@@ -432,6 +434,7 @@ class TaskEngine:
         store_retry: StoreRetry | None = None,
         heartbeat_thread: bool = True,
         wedge_limit: float = 300.0,
+        announce_changes: bool = True,
     ) -> None:
         if poll_limit not in ("off", "delay", "reject"):
             raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
@@ -461,6 +464,7 @@ class TaskEngine:
         self.wedge_limit = wedge_limit
         self._unsettled: dict[str, tuple[_TaskRun, Outcome]] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
+        self.announce_changes = announce_changes
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -1130,8 +1134,18 @@ class TaskEngine:
             if await self.store.replace(updated, expected_version=record.version):
                 if self.observer is not None:
                     self.observer.changed(record, updated)
+                if self.announce_changes:
+                    await self._announce(task_id)
                 return updated
             record = None
+
+    async def _announce(self, task_id: str) -> None:
+        # Tells listen streams on every instance that the task changed; they re-read it. Losing
+        # one is tolerated (streams re-read periodically), so a failure must not fail the write.
+        try:
+            await self.store.publish(CHANGED_PREFIX + task_id)
+        except Exception:
+            logger.debug("could not announce a change of task %s", task_id, exc_info=True)
 
     # -- client operations ---------------------------------------------------------------------
 
@@ -1251,6 +1265,8 @@ class TaskEngine:
             delay = min(delay * 2, 5.0)
 
     def _changed(self, task_id: str) -> None:
+        if task_id.startswith(CHANGED_PREFIX):
+            return  # a change announced for listen streams: nothing for runners to do
         run = self._runs.get(task_id)
         if run is not None and self._task_group is not None:
             self._task_group.start_soon(self._guarded, lambda: self._refresh(run))

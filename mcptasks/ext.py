@@ -8,7 +8,7 @@
         yield Result("ok")
 
     server = MCPServer("ci", extensions=[ext], lifespan=ext.lifespan())
-    ext.attach(server)        # lists the task tools in tools/list
+    ext.attach(server)        # lists the task tools in tools/list, serves task listen streams
 
 The extension advertises `io.modelcontextprotocol/tasks` in `server/discover`, serves
 `tasks/get|update|cancel` on 2026-07-28 connections, and intercepts `tools/call` for its task
@@ -39,7 +39,9 @@ from typing_extensions import Unpack
 from mcptasks.engine import PollLimit, TaskEngine
 from mcptasks.errors import ProtocolError
 from mcptasks.limits import Limits
+from mcptasks.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks.push import TaskPush
 from mcptasks.request_state import RequestStateCodec
 from mcptasks.store.base import TaskStore
 from mcptasks.store.url import store_from_url
@@ -99,7 +101,10 @@ class TasksExtension(Extension):
     `task_answer` / `task_cancel`; see `mcptasks.fallback`) or `"reject"` (-32021).
     `immediate_results`: a task whose body finishes without suspending is answered with its result
     at once instead of a task handle (the extension allows either). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
-    several replicas serve one URL).
+    several replicas serve one URL). `push` (default True) serves `subscriptions/listen` with
+    `notifications.taskIds` (`notifications/tasks` pushes, across replicas through the store);
+    `keepalive` sets the seconds between SSE keep-alive comments (process-wide, see
+    `mcptasks.listen.set_sse_keepalive`).
     """
 
     identifier = EXTENSION_ID
@@ -116,12 +121,19 @@ class TasksExtension(Extension):
         immediate_results: bool = True,
         engine: TaskEngine | None = None,
         limits: Limits | None = None,
+        push: bool = True,
+        keepalive: float | None = None,
     ) -> None:
         self.engine = (
             engine
             if engine is not None
             else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max, limits=limits)
         )
+        self.engine.announce_changes = push
+        self.push: TaskPush | None = TaskPush(self.engine) if push else None
+        """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
+        if keepalive is not None:
+            set_sse_keepalive(keepalive)
         self.protocol = TasksProtocol(
             self.engine,
             codec=RequestStateCodec(secret),
@@ -173,10 +185,13 @@ class TasksExtension(Extension):
         return decorate(fn) if fn is not None else decorate
 
     def attach(self, server: MCPServer[Any]) -> None:
-        """List this extension's task tools on `server` (now and when added later)."""
+        """List this extension's task tools on `server` (now and when added later), and serve
+        `subscriptions/listen` for task ids there (a middleware on `server.middleware`)."""
         if server not in self._servers:
             self._servers.add(server)
             _EXTENSIONS_BY_SERVER[server] = self
+            if self.push is not None:
+                server.middleware.append(TaskListenMiddleware(self.push, current_owner))
         self._list_tools(server)
 
     def use_store(self, store: TaskStore | str) -> None:
@@ -213,7 +228,7 @@ class TasksExtension(Extension):
                     if self._lifespan_guests == 0:
                         self._guests_left.set()
                 return
-            async with self.engine:
+            async with self.engine, self._feed():
                 try:
                     async with with_user(server) as state:
                         yield state
@@ -224,6 +239,24 @@ class TasksExtension(Extension):
                             await self._guests_left.wait()
 
         return lifespan
+
+    @asynccontextmanager
+    async def _feed(self) -> AsyncIterator[None]:
+        if self.push is None:
+            yield
+            return
+        async with anyio.create_task_group() as group:
+            await group.start(self.push.feed.run, self.engine.store)
+            try:
+                yield
+            finally:
+                self.push.feed.close()
+                group.cancel_scope.cancel()
+
+    def close_listen_streams(self) -> None:
+        """End every task listen stream with its closing response (call when the server stops)."""
+        if self.push is not None:
+            self.push.feed.close()
 
     # -- the SDK's extension hooks -------------------------------------------------------------
 

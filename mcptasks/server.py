@@ -35,7 +35,7 @@ class TaskServer:
 
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
     with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback`,
-    `immediate_results` and `limits` configure the tasks side (see `TasksExtension`); other keyword arguments go
+    `immediate_results`, `limits`, `push` and `keepalive` configure the tasks side (see `TasksExtension`); other keyword arguments go
     to `MCPServer` (auth, instructions, ...).
     """
 
@@ -51,6 +51,8 @@ class TaskServer:
         fallback: FallbackMode = "inline",
         immediate_results: bool = True,
         limits: Limits | None = None,
+        push: bool = True,
+        keepalive: float | None = None,
         **mcp_options: Any,
     ) -> None:
         self.extension = TasksExtension(
@@ -61,6 +63,8 @@ class TaskServer:
             adaptive_poll_max=adaptive_poll_max,
             fallback=fallback,
             immediate_results=immediate_results,
+            push=push,
+            keepalive=keepalive,
         )
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(
@@ -137,6 +141,15 @@ class TaskServer:
         """Serve Streamable HTTP with uvicorn in the current event loop until cancelled."""
         import uvicorn
 
+        extension = self.extension
+
+        class Server(uvicorn.Server):
+            async def shutdown(self, sockets: Any = None) -> None:
+                # Open listen streams would hold uvicorn's graceful shutdown forever: end them
+                # (with their closing response) before it waits for connections to finish.
+                extension.close_listen_streams()
+                await super().shutdown(sockets)
+
         app = self.streamable_http_app(path=path, host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-        await uvicorn.Server(config).serve()
+        await Server(config).serve()

@@ -47,6 +47,7 @@ import sync_docs
 from doc_blocks import blocks, build_file, write_file
 from mcp import Client
 from mcp_types import ElicitResult
+from push_helpers import as_notification, listen, without_meta
 from sdk_helpers import (
     BY_HAND,
     RawClient,
@@ -633,6 +634,17 @@ def assert_documented(answer: Any, name: str) -> None:
         assert normalized(answer.result) == normalized(documented["result"]), answer.result
 
 
+@asynccontextmanager
+async def reports_over_http() -> AsyncIterator[tuple[str, RawClient]]:
+    """The Concepts page's server (`concepts_reports.py`) over HTTP, and a raw client for it."""
+    snippet = load_snippet("concepts_reports.py")
+    async with (
+        serve_http(snippet.app.streamable_http_app()) as url,
+        httpx2.AsyncClient(timeout=TIMEOUT) as http,
+    ):
+        yield url, RawClient(http, url)
+
+
 @exercises(
     "concepts_reports.py",
     "wire/tools_call.request.json",
@@ -653,13 +665,7 @@ def assert_documented(answer: Any, name: str) -> None:
 )
 @pytest.mark.slow
 async def test_the_wire_examples_are_what_the_server_says() -> None:
-    snippet = load_snippet("concepts_reports.py")
-    async with (
-        serve_http(snippet.app.streamable_http_app()) as url,
-        httpx2.AsyncClient(timeout=TIMEOUT) as http,
-    ):
-        client = RawClient(http, url)
-
+    async with reports_over_http() as (_url, client):
         created = await client.send("tools/call", documented_params("tools_call.request.json"))
         assert_documented(created, "tools_call.result.json")
         task_id = created.result["taskId"]
@@ -754,6 +760,68 @@ def test_the_hand_written_http_request_works_as_shown() -> None:
         without = [*words[1 : header - 1], *words[header + 1 :]]
         refused = run(curl, "-sS", "-o", os.devnull, "-w", "%{http_code}", *without, cwd=WIRE)
         assert refused.stdout == "400", refused.stdout + refused.stderr
+
+
+@exercises(
+    "wire/listen.request.json",
+    "wire/listen_ack.notification.json",
+    "wire/listen_task.notification.json",
+    "wire/listen_closing.result.json",
+)
+async def test_the_push_wire_examples_are_what_the_server_says() -> None:
+    async with reports_over_http() as (url, client):
+        created = await client.send("tools/call", documented_params("tools_call.request.json"))
+        task_id = created.result["taskId"]
+        get = documented_params("tasks_get.request.json", taskId=task_id)
+        await poll(
+            lambda: client.send("tasks/get", get), lambda r: "statusMessage" in r.result, what="a status"
+        )
+        notifications = dict(wire("listen.request.json")["params"]["notifications"])
+        notifications["taskIds"] = [task_id]
+        async with listen(url, notifications) as stream:
+            subscription = {"io.modelcontextprotocol/subscriptionId": stream.request_id}
+            ack = await stream.next()
+            documented_ack = wire("listen_ack.notification.json")
+            assert ack["method"] == documented_ack["method"]
+            assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+            assert ack["params"]["_meta"] == subscription
+            state = await stream.next()
+            documented_state = wire("listen_task.notification.json")
+            assert state["method"] == documented_state["method"]
+            assert normalized(state["params"]) == normalized(documented_state["params"])
+            assert state["params"]["_meta"] == subscription
+            while (
+                state.get("method") == "notifications/tasks" and state["params"]["status"] != "input_required"
+            ):
+                state = await stream.next()
+            (key,) = state["params"]["inputRequests"]
+            answer = {key: {"action": "accept", "content": {"include_drafts": False}}}
+            await client.send("tasks/update", {"taskId": task_id, "inputResponses": answer})
+            closing = await stream.until_result()
+        documented_closing = wire("listen_closing.result.json")["result"]
+        assert closing["result"]["resultType"] == documented_closing["resultType"]
+        assert closing["result"]["_meta"] == {**documented_closing["_meta"], **subscription}
+        last = [f for f in stream.frames if f.get("method") == "notifications/tasks"][-1]
+        assert as_notification(await client.get(task_id)) == without_meta(last["params"])
+
+
+@exercises("howto_push.py")
+async def test_howto_push() -> None:
+    server = load_snippet("concepts_reports.py")  # pollIntervalMs 2000: a poll would show
+    gets = 0
+
+    async def count(ctx: Any, call_next: Any) -> Any:
+        nonlocal gets
+        gets += ctx.method == "tasks/get"
+        return await call_next(ctx)
+
+    server.app.mcp.middleware.insert(0, count)
+    snippet = load_snippet("howto_push.py")
+    async with serve_http(server.app.streamable_http_app()) as url:
+        seen = await snippet.follow(url)
+    assert seen[-1] == "completed: rendering"
+    assert any(state.startswith("input_required") for state in seen)
+    assert gets == 0  # every state came by push
 
 
 @exercises("concepts_outcomes.py")

@@ -13,6 +13,7 @@ import textwrap
 
 HOST_MODULES = {
     "mcptasks.ext",
+    "mcptasks.listen",  # subscriptions/listen for task ids on the SDK's MCPServer
     "mcptasks.server",
     "mcptasks.cli",
     "mcptasks.client",
@@ -39,6 +40,8 @@ ENGINE_MODULES = [
     "mcptasks.heartbeat",
     "mcptasks.tasklog",
     "mcptasks.protocol",
+    "mcptasks.feed",
+    "mcptasks.push",
     "mcptasks.store",
     "mcptasks.store.base",
     "mcptasks.store.memory",

@@ -44,6 +44,7 @@ import httpx2
 import pytest
 from mcp import Client
 from processes import listening
+from push_helpers import as_notification, listen, task_frames, without_meta
 from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
 from mcptasks.engine import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
@@ -495,6 +496,31 @@ async def test_input_round_trip_across_replicas(trio: Cluster) -> None:
         assert structured(done) == {"pid": a.pid, "confirmed": True, "task": task_id}
         assert await on_b.get(task_id) == done
         assert await on_c.get(task_id) == done
+
+
+async def test_push_across_replicas(trio: Cluster, http: httpx2.AsyncClient) -> None:
+    """Listen on B, body on A, answered on C: B pushes every state, each equal to tasks/get."""
+    a, b, c = trio.procs
+    on_a, on_c = replicas(http, a, c)
+    task_id = (await on_a.create("ask", {"question": "Push it?"}))["taskId"]
+    async with listen(b.url, {"taskIds": [task_id]}) as stream:
+        ack = await stream.next(timeout=WAIT)
+        assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+        pushed = task_frames([await stream.next(timeout=WAIT)])[0]
+        while pushed["status"] != "input_required":
+            pushed = task_frames([await stream.next(timeout=WAIT)])[0]
+        ((key, request),) = pushed["inputRequests"].items()
+        assert request["params"]["message"] == "Push it?"
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        assert await on_c.rpc("tasks/update", {"taskId": task_id, "inputResponses": answer}) == {
+            "resultType": "complete"
+        }
+        while pushed["status"] not in TERMINAL:
+            pushed = task_frames([await stream.next(timeout=WAIT)])[0]
+        closing = await stream.next(timeout=WAIT)
+    assert structured(pushed) == {"pid": a.pid, "confirmed": True, "task": task_id}
+    assert without_meta(pushed) == as_notification(await on_c.get(task_id))
+    assert closing["id"] == stream.request_id
 
 
 async def test_cancel_on_another_replica_stops_the_body(trio: Cluster, http: httpx2.AsyncClient) -> None:

@@ -154,6 +154,11 @@ def _compile_copier() -> Any:
 _copy_record = _compile_copier()
 
 
+CHANGED_PREFIX = "~"
+"""Prefix of the ids the engine publishes after every write of a record: listen streams re-read
+the task and push it; runners ignore them. Task ids never contain it."""
+
+
 class TaskExists(Exception):
     """`create` was given a task id that is already stored."""
 

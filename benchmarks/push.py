@@ -1,0 +1,324 @@
+"""Push (`subscriptions/listen` + `notifications/tasks`) against polling, over real Streamable HTTP.
+
+    python benchmarks/push.py [--backends memory,redis,postgres] [--quick] [--json out.json]
+
+Servers are `mcptasks serve benchmarks/http_app.py --transport http --store URL` processes on free
+127.0.0.1 ports, driven by raw JSON-RPC (`Wire` from `benchmarks/http.py`) and a raw SSE reader.
+
+- latency: a `ticker` task sets its status every 20 ms, each status carrying the wall-clock time
+  the body set it; a listen stream reads each `notifications/tasks` and records receipt time
+  minus that time. "one server": the listener is on the server running the body. "across
+  replicas" (Redis, PostgreSQL): the task is created on replica A (its body runs there) and the
+  listener is on replica B, so every change travels through the store's pub/sub.
+- cpu: 1,000 `ticker` tasks that change status every `--change-every` seconds (default 5) on one
+  server (memory store); for `--window` seconds (default 10) they are followed by push (streams
+  of 100 task ids each) or by polling every task with `tasks/get` once a second. The figure is the
+  server process's CPU time (user + system) over the window, next to the same window with nobody
+  following (the bodies' own cost). When the client (on the same machine) cannot issue one poll
+  per task per second, polling's cost is extrapolated: measured server CPU per poll times the
+  polls due. Target: push costs <= 20 % of polling.
+
+Targets (issue): push latency p50 <= 5 ms on one server, <= 25 ms across replicas.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# Run as `python benchmarks/push.py`, this directory comes first on sys.path and `http.py` here
+# would shadow the standard library's `http` package; drop the directory before anything imports it.
+if sys.path and sys.path[0] and __file__.startswith(sys.path[0]):
+    sys.path.pop(0)
+
+import argparse
+import importlib.util
+import json
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import httpx2
+
+BENCH = Path(__file__).resolve().parent
+
+
+def _load_module(name: str, file: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCH / file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+stores = _load_module("mcptasks_bench_stores", "stores.py")
+hb = stores.hb
+
+LATENCY_TARGETS_MS = {"one server": 5.0, "across replicas": 25.0}
+CPU_TARGET = 0.20
+
+
+async def _listen_frames(url: str, task_ids: list[str], on_task: Any, ready: anyio.Event) -> None:
+    """Open a listen stream for `task_ids`; call `on_task(params, received_at)` per notification."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": task_ids}, "_meta": hb._meta(True)},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": hb.VERSION,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as client,
+        client.stream("POST", url, json=body, headers=headers) as response,
+    ):
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            received = time.time()
+            message = json.loads(line[5:])
+            if message.get("method") == "notifications/subscriptions/acknowledged":
+                ready.set()
+            elif message.get("method") == "notifications/tasks":
+                on_task(message["params"], received)
+            elif "result" in message or "error" in message:
+                return
+
+
+async def latency(create_url: str, listen_url: str, *, ticks: int) -> list[float]:
+    """Milliseconds from a status change in the body to its notification on the listener."""
+    samples: list[float] = []
+    async with httpx2.AsyncClient(timeout=30) as client:
+        wire = hb.Wire(client, create_url)
+        # start the body after the listener is up: a long first sleep, then ticks every 20 ms
+        warmup = await wire.request(
+            "tools/call",
+            {"name": "ticker", "arguments": {"count": 1, "interval": 0.5}, "_meta": hb._meta(True)},
+            "ticker",
+        )
+        await wire.get(warmup["taskId"])
+        created = await wire.request(
+            "tools/call",
+            {"name": "ticker", "arguments": {"count": ticks, "interval": 0.02}, "_meta": hb._meta(True)},
+            "ticker",
+        )
+    seen: set[int] = set()
+
+    def on_task(params: dict[str, Any], received: float) -> None:
+        message = params.get("statusMessage") or ""
+        if message.startswith("tick "):
+            _, index, sent = message.split()
+            if int(index) not in seen:
+                seen.add(int(index))
+                samples.append((received - float(sent)) * 1000.0)
+
+    ready = anyio.Event()
+    with anyio.fail_after(60 + ticks * 0.1):
+        await _listen_frames(listen_url, [created["taskId"]], on_task, ready)
+    return samples[1:]  # the first may predate the stream (sent as the current state)
+
+
+async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: float) -> dict[str, float]:
+    """Server CPU seconds over `window` for `tasks` running tasks: unfollowed, pushed, polled."""
+    count = int((window * 3 + 30) / change_every) + 2
+    async with httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=64)) as client:
+        wire = hb.Wire(client, url)
+        ids: list[str] = []
+
+        async def create(_: int) -> None:
+            created = await wire.request(
+                "tools/call",
+                {
+                    "name": "ticker",
+                    "arguments": {"count": count, "interval": change_every},
+                    "_meta": hb._meta(True),
+                },
+                "ticker",
+            )
+            ids.append(created["taskId"])
+
+        async with anyio.create_task_group() as group:
+            for i in range(tasks):
+                group.start_soon(create, i)
+        await anyio.sleep(change_every)  # let creation settle before measuring
+
+        async def measured(follow: Any) -> float:
+            before = stores._cpu_seconds(pid)
+            with anyio.move_on_after(window):
+                await follow()
+            return float(stores._cpu_seconds(pid) - before)
+
+        async def nobody() -> None:
+            await anyio.sleep_forever()
+
+        received = 0
+
+        async def push() -> None:
+            def on_task(params: dict[str, Any], at: float) -> None:
+                nonlocal received
+                received += 1
+
+            async with anyio.create_task_group() as group:
+                for start in range(0, len(ids), 100):
+                    group.start_soon(_listen_frames, url, ids[start : start + 100], on_task, anyio.Event())
+
+        polls = 0
+
+        async def poll() -> None:
+            nonlocal polls
+            semaphore = anyio.Semaphore(32)
+
+            async def one(task_id: str) -> None:
+                nonlocal polls
+                async with semaphore:
+                    await wire.get(task_id)
+                    polls += 1
+
+            while True:
+                started = anyio.current_time()
+                async with anyio.create_task_group() as group:
+                    for task_id in ids:
+                        group.start_soon(one, task_id)
+                await anyio.sleep(max(0.0, 1.0 - (anyio.current_time() - started)))
+
+        idle = await measured(nobody)
+        pushed = await measured(push)
+        polled = await measured(poll)
+    # The client shares the machine: it may issue fewer than one poll per task per second. The
+    # server's cost of full-rate polling is then its measured cost per poll times the polls due.
+    due = tasks * window
+    per_poll = (polled - idle) / polls if polls else float("nan")
+    full_rate = idle + per_poll * due
+    return {
+        "tasks": tasks,
+        "window_s": window,
+        "change_every_s": change_every,
+        "cpu_idle_s": idle,
+        "cpu_push_s": pushed,
+        "cpu_poll_s": polled,
+        "notifications": received,
+        "polls": polls,
+        "polls_due": due,
+        "cpu_ms_per_poll": per_poll * 1000.0,
+        "cpu_poll_full_rate_s": full_rate,
+        "push_over_poll": pushed / polled if polled else float("nan"),
+        "push_over_poll_full_rate": pushed / full_rate if full_rate else float("nan"),
+    }
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "n": len(ordered),
+        "p50_ms": statistics.median(ordered),
+        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
+        "max_ms": ordered[-1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backends", default="memory,redis,postgres", help="comma-separated: memory, redis, postgres"
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--ticks", type=int, help="status changes per latency run (default 300)")
+    parser.add_argument("--tasks", type=int, help="tasks in the CPU run (default 1000)")
+    parser.add_argument(
+        "--change-every", type=float, default=5.0, help="seconds between a task's status changes"
+    )
+    parser.add_argument("--window", type=float, help="seconds of each CPU measurement (default 10)")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="Redis URL (keys get a prefix)")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    args = parser.parse_args()
+    args.fastmcp_python = None
+    ticks = args.ticks or (60 if args.quick else 300)
+    tasks = args.tasks or (100 if args.quick else 1000)
+    window = args.window or (3.0 if args.quick else 10.0)
+    scratch = Path(tempfile.mkdtemp(prefix="mcptasks-push-"))
+    results: dict[str, Any] = {"latency": {}, "cpu": None}
+    print(
+        f"ticks={ticks} tasks={tasks} window={window}s cpus={__import__('os').cpu_count()} "
+        f"python={platform.python_version()} load={stores._load():.2f}",
+        flush=True,
+    )
+    try:
+        for name in [n.strip() for n in args.backends.split(",") if n.strip()]:
+            backend = stores.Backend(name, args, scratch)
+            reason = backend.unavailable()
+            if reason:
+                print(f"skipping {name}: {reason}", flush=True)
+                continue
+            a = backend.start()
+            b = backend.start() if name != "memory" else None
+            try:
+                a.wait_ready()
+                if b is not None:
+                    b.wait_ready()
+                print(f"latency on {name} ...", flush=True)
+                one = anyio.run(partial(latency, a.url, a.url, ticks=ticks))
+                results["latency"][f"{name}, one server"] = _summary(one)
+                if b is not None:
+                    across = anyio.run(partial(latency, a.url, b.url, ticks=ticks))
+                    results["latency"][f"{name}, across replicas"] = _summary(across)
+                if name == "memory":
+                    print(f"cpu on {name} ({tasks} tasks) ...", flush=True)
+                    following = partial(
+                        cpu, a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
+                    )
+                    results["cpu"] = anyio.run(following)
+            finally:
+                a.stop()
+                if b is not None:
+                    b.stop()
+                backend.clean()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print()
+    print(f"{'push latency':32} {'n':>5} {'p50':>8} {'p95':>8} {'max':>8}  target")
+    for label, figures in results["latency"].items():
+        target = LATENCY_TARGETS_MS["across replicas" if "across" in label else "one server"]
+        verdict = "ok" if figures["p50_ms"] <= target else "MISSED"
+        print(
+            f"{label:32} {figures['n']:5d} {figures['p50_ms']:6.2f}ms {figures['p95_ms']:6.2f}ms "
+            f"{figures['max_ms']:6.2f}ms  p50 <= {target:g} ms: {verdict}"
+        )
+    figures = results["cpu"]
+    if figures is not None:
+        full = figures["polls"] >= figures["polls_due"] * 0.95
+        ratio = figures["push_over_poll"] if full else figures["push_over_poll_full_rate"]
+        verdict = "ok" if ratio <= CPU_TARGET else "MISSED"
+        print(
+            f"\nserver CPU over {figures['window_s']:g} s, {figures['tasks']} tasks changing every "
+            f"{figures['change_every_s']:g} s: nobody following {figures['cpu_idle_s']:.2f} s, "
+            f"push {figures['cpu_push_s']:.2f} s ({figures['notifications']} notifications), "
+            f"1 s polling {figures['cpu_poll_s']:.2f} s ({figures['polls']} of {figures['polls_due']:.0f} "
+            f"polls due, {figures['cpu_ms_per_poll']:.2f} ms each)"
+        )
+        if not full:
+            print(
+                f"the client fell short of 1 poll/s per task; at the full rate polling would cost "
+                f"{figures['cpu_poll_full_rate_s']:.2f} s (measured cost per poll x polls due)"
+            )
+        print(f"push / polling = {ratio:.2f} (<= {CPU_TARGET:g}: {verdict})")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
