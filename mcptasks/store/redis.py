@@ -100,6 +100,10 @@ POOL_TIMEOUT = 20.0
 """Seconds a call waits for a free connection when the URL sets no `timeout`, before failing
 with a `redis.exceptions.ConnectionError`."""
 
+HEALTH_CHECK_INTERVAL = 2.0
+"""A pooled connection idle this many seconds is checked with a PING before its next use, so the
+first calls after a Redis restart do not fail on connections the old server closed."""
+
 MAX_CLAIM = 10_000
 """Most records one `claim` call takes (a larger `limit` is capped)."""
 
@@ -518,6 +522,7 @@ class RedisTaskStore:
                     socket_connect_timeout=CONNECT_TIMEOUT,
                     max_connections=MAX_CONNECTIONS,
                     timeout=POOL_TIMEOUT,
+                    health_check_interval=HEALTH_CHECK_INTERVAL,
                 )
                 client = aioredis.Redis.from_pool(pool)
             try:
