@@ -244,6 +244,17 @@ async def settle_body(
         return outcome_of_abort(exc, tool)
 
 
+async def absorb_stray_cancel() -> None:
+    """Take a turn; a cancellation that arrives without any scope around us being cancelled
+    (one the body requested of its own task and never awaited) is consumed here, so the task
+    does not end cancelled. The caller's own cancellation still propagates."""
+    try:
+        await anyio.lowlevel.checkpoint()
+    except anyio.get_cancelled_exc_class():
+        if cancelled_here():
+            raise
+
+
 def cancelled_here() -> bool:
     """Whether a cancel scope around the current task (up to a shield) has been cancelled."""
     return anyio.current_effective_deadline() == -math.inf
@@ -268,6 +279,7 @@ async def run_body(
     async def contained() -> None:
         current_body.set((tool, channel.task_id))
         ended.append(await settle_body(body, channel, tool, pending, max_result_bytes))
+        await absorb_stray_cancel()
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(contained)

@@ -25,6 +25,8 @@ from mcptasks.driver import (
     InlineChannel,
     Outcome,
     Pending,
+    absorb_stray_cancel,
+    cancelled_here,
     outcome_of_abort,
     run_body,
     settle_body,
@@ -935,11 +937,12 @@ class TaskEngine:
         owner: str,
         prepared: tuple[Any, TaskContext, Pending | None] | None,
     ) -> None:
-        """Run one body in this task and hand its outcome to a fresh task that records it.
+        """Run one body in this task, then record its outcome.
 
-        The body may leave this task in any state (its own cancellation requested, say), so
-        nothing here awaits after the body ended: the record is written by `_settle` in a task of
-        its own. Only the engine's own cancellation (stop, TTL, shutdown) decides an outcome here.
+        Only the engine's own cancellation (stop, TTL, shutdown) decides an outcome here. The body
+        may leave this task with its own cancellation requested (`current_task().cancel()` and no
+        await after it): when that interrupts the record write, the write is done again in a
+        fresh task (writes are compare-and-set and terminal states final, so a repeat is harmless).
         """
         outcome: Outcome | None = None
         try:
@@ -965,6 +968,7 @@ class TaskEngine:
                 current_body.set((tool.name, run.task_id))
                 end = await settle_body(body, channel, tool.name, pending, self.limits.max_result_bytes)
                 outcome = end if isinstance(end, Outcome) else _HALTED
+                await absorb_stray_cancel()
             if scope.cancel_called:
                 if run.stop_outcome is not None:
                     outcome = run.stop_outcome
@@ -978,11 +982,12 @@ class TaskEngine:
                 outcome = None
         except BaseException as exc:  # say, the body broke this task's cancel scope stack
             outcome = None if self._closing else outcome_of_abort(exc, tool.name)
-        group = self._spawn_group
-        if group is not None:
-            group.start_soon(self._settle_shielded, run, outcome)
-        elif self.observer is not None:
-            self.observer.settled(run.task_id)
+        try:
+            await self._settle_shielded(run, outcome)
+        except anyio.get_cancelled_exc_class():
+            if cancelled_here() or self._spawn_group is None:
+                raise
+            self._spawn_group.start_soon(self._settle_shielded, run, outcome)
 
     async def _settle_shielded(self, run: _TaskRun, outcome: Outcome | None) -> None:
         try:

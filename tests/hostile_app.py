@@ -86,6 +86,15 @@ async def cancels_itself():
 
 
 @app.task_tool()
+async def cancels_itself_and_returns():
+    """Requests its own task's cancellation and returns without awaiting again."""
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    yield Result("returned anyway")
+
+
+@app.task_tool()
 async def raises(kind: str):
     """Raises the named BaseException."""
     errors: dict[str, BaseException] = {

@@ -127,6 +127,11 @@ async def test_a_body_cancelling_its_own_task(server: Server) -> None:
     failed_with(task, "aborted", "cancelled by something other than mcptasks")
 
 
+async def test_a_body_leaving_its_own_cancellation_requested(server: Server) -> None:
+    task = await hostile(server, "cancels_itself_and_returns")
+    assert task["status"] == "completed" and text(task["result"]) == "returned anyway", task
+
+
 @pytest.mark.parametrize(
     ("kind", "fragment"),
     [
