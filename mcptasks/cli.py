@@ -167,12 +167,13 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
     return startup
 
 
-def _serve_http(mcp: Any, host: str, port: int, path: str, log_level: str) -> None:
+def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str) -> None:
     """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
     import anyio
     import uvicorn
 
     from mcptasks.http_hints import ProtocolVersionHint
+    from mcptasks.server import uvicorn_server
 
     app = mcp.streamable_http_app(streamable_http_path=path, host=host)
     app.add_middleware(ProtocolVersionHint)
@@ -185,7 +186,7 @@ def _serve_http(mcp: Any, host: str, port: int, path: str, log_level: str) -> No
         log_level="debug" if log_level == "debug" else "warning",
         access_log=log_level == "debug",
     )
-    anyio.run(uvicorn.Server(config).serve)
+    anyio.run(uvicorn_server(config, extension).serve)
 
 
 def serve(
@@ -233,7 +234,7 @@ def serve(
     startup = _startup(mcp, extension, url, log_level, log_format)
     if transport == "http":
         startup.print(sys.stderr)
-        _serve_http(mcp, host, port, path, log_level)
+        _serve_http(mcp, extension, host, port, path, log_level)
     elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
         raise KeyboardInterrupt
 

@@ -141,15 +141,20 @@ class TaskServer:
         """Serve Streamable HTTP with uvicorn in the current event loop until cancelled."""
         import uvicorn
 
-        extension = self.extension
-
-        class Server(uvicorn.Server):
-            async def shutdown(self, sockets: Any = None) -> None:
-                # Open listen streams would hold uvicorn's graceful shutdown forever: end them
-                # (with their closing response) before it waits for connections to finish.
-                extension.close_listen_streams()
-                await super().shutdown(sockets)
-
         app = self.streamable_http_app(path=path, host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-        await Server(config).serve()
+        await uvicorn_server(config, self.extension).serve()
+
+
+def uvicorn_server(config: Any, extension: TasksExtension | None) -> Any:
+    """A `uvicorn.Server` for `config` that ends the extension's open listen streams (with their
+    closing response) when it starts shutting down; they would hold its graceful shutdown forever."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            if extension is not None:
+                extension.close_listen_streams()
+            await super().shutdown(sockets)
+
+    return Server(config)
