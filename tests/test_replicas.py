@@ -388,7 +388,8 @@ async def terminal(client: Replica, task_id: str, *, within: float = WAIT) -> di
 
 
 def structured(task: dict[str, Any]) -> dict[str, Any]:
-    assert task["status"] == "completed", task
+    # the status, error and message first: pytest cuts a long dict before them
+    assert task["status"] == "completed", (task["status"], task.get("error"), task.get("statusMessage"), task)
     result = task["result"]
     assert result.get("isError") is False, result
     return dict(result["structuredContent"])
