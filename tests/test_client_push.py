@@ -56,7 +56,9 @@ class CountingApp:
                 yield f"step {step} of 3"
             yield Result("slow done")
 
-        @self.app.task_tool(poll_interval=0.2)
+        # 1 s: a re-listen comes one interval after a cut, a quiet-stream check only ten later,
+        # so a loaded machine cannot turn a slow push into an extra tasks/get
+        @self.app.task_tool(poll_interval=1.0)
         async def gated(label: str):
             """Say it waits, wait for the test's gate, then finish."""
             yield f"{label}: waiting"
