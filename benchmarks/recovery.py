@@ -42,7 +42,7 @@ import httpx2
 from mcptasks import ANONYMOUS_OWNER, SqliteTaskStore, TaskRecord
 
 ROOT = Path(__file__).resolve().parent.parent
-PRINT_ID = "from mcptasks.instances import new_instance_id; print(new_instance_id(), flush=True)"
+PRINT_ID = "from mcptasks._runtime.instances import new_instance_id; print(new_instance_id(), flush=True)"
 DISCOVER = {
     "jsonrpc": "2.0",
     "id": 1,

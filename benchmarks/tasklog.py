@@ -2,7 +2,7 @@
 
     python benchmarks/tasklog.py [--n 20000]
 
-Measures `mcptasks.tasklog.log_task` (what the engine calls at each transition) with the
+Measures `mcptasks._runtime.tasklog.log_task` (what the engine calls at each transition) with the
 `mcptasks.tasks` logger off (the library default: no logging configured) and on, formatted as
 `mcptasks serve` does (text and `--log-format json`), written to /dev/null; and, side by side, a
 plain `logger.info("task %s created", id)` through the same handler. Best of five runs each.
@@ -16,9 +16,9 @@ import os
 import time
 from collections.abc import Callable
 
-from mcptasks.logsetup import LogFormat, configure_logging
-from mcptasks.store.base import TaskRecord
-from mcptasks.tasklog import log_task
+from mcptasks._runtime.tasklog import log_task
+from mcptasks.cli.logsetup import LogFormat, configure_logging
+from mcptasks.stores.base import TaskRecord
 
 
 def per_call_us(call: Callable[[], None], n: int) -> float:

@@ -13,7 +13,7 @@ Run it:  mcptasks serve examples/everything_server.py --transport http --port 80
   `Mcp-Param-*` header tool, the list-changed triggers) is an ordinary tool, resource or prompt of
   the underlying SDK server, `app.mcp`.
 
-docs/conformance.md shows what passes on which store; tests/test_conformance.py runs it.
+docs/conformance.md shows what passes on which store; tests/interop/test_conformance.py runs it.
 """
 
 from __future__ import annotations

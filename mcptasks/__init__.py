@@ -7,24 +7,12 @@ without the `mcp` SDK or the optional database drivers.
 
 from typing import TYPE_CHECKING, Any
 
-from mcptasks.capabilities import InputCapability
-from mcptasks.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
-from mcptasks.driver import Outcome
-from mcptasks.engine import TaskEngine
-from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
-from mcptasks.feed import TaskFeed
-from mcptasks.limits import Limits, TooManyTasks
-from mcptasks.outages import StoreRetry
-from mcptasks.protocol import ANONYMOUS_OWNER, TasksProtocol
-from mcptasks.push import TaskPush
-from mcptasks.store import MemoryTaskStore, SqliteTaskStore, TaskExists, TaskRecord, TaskStore, store_from_url
-from mcptasks.store.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
-from mcptasks.store.url import MissingExtra
-from mcptasks.threaded import CancelRequested
-from mcptasks.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
-from mcptasks.values import InvalidValue
-from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
-from mcptasks.yields import (
+from mcptasks._authoring.capabilities import InputCapability
+from mcptasks._authoring.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
+from mcptasks._authoring.threaded import CancelRequested
+from mcptasks._authoring.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
+from mcptasks._authoring.values import InvalidValue
+from mcptasks._authoring.yields import (
     Elicit,
     Elicitation,
     InputRequest,
@@ -38,6 +26,25 @@ from mcptasks.yields import (
     Status,
     Unsupported,
 )
+from mcptasks._runtime.driver import Outcome
+from mcptasks._runtime.engine import TaskEngine
+from mcptasks._runtime.feed import TaskFeed
+from mcptasks._runtime.limits import Limits, TooManyTasks
+from mcptasks._runtime.outages import StoreRetry
+from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
+from mcptasks._runtime.push import TaskPush
+from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.stores import (
+    MemoryTaskStore,
+    SqliteTaskStore,
+    TaskExists,
+    TaskRecord,
+    TaskStore,
+    store_from_url,
+)
+from mcptasks.stores.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
+from mcptasks.stores.url import MissingExtra
+from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
 
 if TYPE_CHECKING:
     from mcptasks.client import (
@@ -56,18 +63,18 @@ if TYPE_CHECKING:
         UnknownTask,
         start_tool_call,
     )
-    from mcptasks.ext import TasksExtension
-    from mcptasks.server import TaskServer
-    from mcptasks.store.postgres import PostgresTaskStore
-    from mcptasks.store.redis import RedisTaskStore
+    from mcptasks.server.app import TaskServer
+    from mcptasks.server.extension import TasksExtension
+    from mcptasks.stores.postgres import PostgresTaskStore
+    from mcptasks.stores.redis import RedisTaskStore
 
 __version__ = "0.1.0"
 
 _HOSTS = {
-    "TaskServer": "mcptasks.server",
-    "TasksExtension": "mcptasks.ext",
-    "RedisTaskStore": "mcptasks.store.redis",
-    "PostgresTaskStore": "mcptasks.store.postgres",
+    "TaskServer": "mcptasks.server.app",
+    "TasksExtension": "mcptasks.server.extension",
+    "RedisTaskStore": "mcptasks.stores.redis",
+    "PostgresTaskStore": "mcptasks.stores.postgres",
     "TasksClient": "mcptasks.client",
     "TaskHandle": "mcptasks.client",
     "TaskLedger": "mcptasks.client",

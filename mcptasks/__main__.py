@@ -2,6 +2,6 @@
 
 import sys
 
-from mcptasks.cli import main
+from mcptasks.cli.main import main
 
 sys.exit(main())

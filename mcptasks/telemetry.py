@@ -36,8 +36,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("mcptasks.telemetry needs OpenTelemetry: pip install 'mcptasks[otel]'") from exc
 
 from mcptasks import __version__
-from mcptasks.store.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.store.base import TaskRecord, TaskStore
+from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
+from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"]
@@ -55,9 +55,9 @@ METRICS: dict[str, str] = {
     "mcptasks.task.claim_latency": "Histogram (s): queued until claimed by a worker, by gen_ai.tool.name.",
     "mcptasks.task.requests": "Counter: tasks/get, tasks/update, tasks/cancel served, by mcp.method.name and "
     "gen_ai.tool.name (polls per task = tasks/get count / tasks created).",
-    "mcptasks.store.operations": "Counter: store calls, by db.operation.name and error.type (failed calls).",
-    "mcptasks.store.operation.time": "Counter (s): time spent in store calls, by db.operation.name; divided by "
-    "mcptasks.store.operations it is the mean latency.",
+    "mcptasks.stores.operations": "Counter: store calls, by db.operation.name and error.type (failed calls).",
+    "mcptasks.stores.operation.time": "Counter (s): time spent in store calls, by db.operation.name; divided by "
+    "mcptasks.stores.operations it is the mean latency.",
 }
 """Every metric `Telemetry` records, with its instrument and attributes."""
 
@@ -138,8 +138,8 @@ class _Instruments:
             ("mcptasks.tasks.active", self.active, "{task}", meter.create_observable_up_down_counter),
             ("mcptasks.queue.depth", self.queued, "{task}", meter.create_observable_up_down_counter),
             ("mcptasks.task.requests", self.requests, "{request}", meter.create_observable_counter),
-            ("mcptasks.store.operations", self.store_calls, "{operation}", meter.create_observable_counter),
-            ("mcptasks.store.operation.time", self.store_time, "s", meter.create_observable_counter),
+            ("mcptasks.stores.operations", self.store_calls, "{operation}", meter.create_observable_counter),
+            ("mcptasks.stores.operation.time", self.store_time, "s", meter.create_observable_counter),
         ):
             kind(name, callbacks=[tally.observe], unit=unit, description=METRICS[name])
         self.duration = meter.create_histogram(
@@ -191,7 +191,7 @@ class Telemetry:
     # -- EngineObserver ------------------------------------------------------------------------
 
     def wrap_store(self, store: TaskStore) -> TaskStore:
-        """The store, counting and timing every operation (`mcptasks.store.*`)."""
+        """The store, counting and timing every operation (`mcptasks.stores.*`)."""
         if isinstance(store, TimedStore):
             return store
         return TimedStore(store, self.store_calls, self.store_time)

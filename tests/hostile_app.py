@@ -1,5 +1,5 @@
 """A server whose task tools misbehave in every way we know of (served by `mcptasks serve` in
-tests/test_containment.py), plus a well-behaved control tool and a plain tool.
+tests/host/test_containment.py), plus a well-behaved control tool and a plain tool.
 
 Each hostile body must end only its own task with a readable status; the process keeps serving.
 """

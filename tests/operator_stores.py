@@ -19,7 +19,7 @@ import pytest
 from helpers import wait_for_status
 
 from mcptasks import Elicit, ProtocolError, Result, TaskEngine, task_tool
-from mcptasks.store.url import store_from_url
+from mcptasks.stores.url import store_from_url
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS_URL = "redis://127.0.0.1:6379/15"

@@ -2,7 +2,7 @@
 
 Each `docs/diagrams/NAME.mmd` is rendered to `docs/diagrams/NAME.svg` by Mermaid (installed from the
 npm registry into `.mermaid/`) running in headless Chromium. The SVG records the SHA-256 of its
-source; `tests/test_site.py` fails when a source changed without re-rendering.
+source; `tests/docs/test_site.py` fails when a source changed without re-rendering.
 
     python tests/render_diagrams.py           # re-render every diagram
     python tests/render_diagrams.py --check   # exit 1 if an SVG is missing or stale

@@ -1,4 +1,4 @@
-"""The `TaskServer` that `tests/test_replicas.py` serves from several real processes on one shared store.
+"""The `TaskServer` that `tests/host/test_replicas.py` serves from several real processes on one shared store.
 
     mcptasks serve tests/replica_app.py --transport http --port P --store URL --lease-ttl 2
     mcptasks worker tests/replica_app.py --store URL --lease-ttl 2

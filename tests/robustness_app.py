@@ -1,5 +1,5 @@
-"""The server `tests/test_heartbeats.py` runs as two real processes sharing one SQLite file, and
-`tests/test_store_outages.py` runs on a private Redis or PostgreSQL that it kills.
+"""The server `tests/stores/test_heartbeats.py` runs as two real processes sharing one SQLite file, and
+`tests/stores/test_store_outages.py` runs on a private Redis or PostgreSQL that it kills.
 
 `MCPTASKS_WEDGE_LIMIT` sets the engine's `wedge_limit`; `MCPTASKS_LOOP_HEARTBEATS=1` turns the
 heartbeat thread off (renewals on the event loop, as before), for the control run;

@@ -1,4 +1,4 @@
-// Injected into a built page by tests/test_site.py: reports what a reader would see as wrong.
+// Injected into a built page by tests/docs/test_site.py: reports what a reader would see as wrong.
 window.addEventListener("load", () => {
   const report = { overflowing: [], rawMermaid: [], images: [], emptyHeaders: 0, codeBlocks: 0, charsPerLine: 0 };
   for (const code of document.querySelectorAll("pre > code")) {

@@ -8,7 +8,7 @@ the same on a code host as on the site. A comment line names what the next code 
     ...the lines between `# --8<-- [start:server]` and `# --8<-- [end:server]`...
     ```
 
-(without `:section`, the whole file less its section marker lines). `tests/test_docs.py` runs the
+(without `:section`, the whole file less its section marker lines). `tests/docs/test_docs.py` runs the
 snippet files and checks, through this module, that every block equals its source and that no
 line of a snippet is left unshown.
 

@@ -2,8 +2,8 @@
 """Choosing and configuring a task store (nothing here connects until the server starts)."""
 
 from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskServer, store_from_url
-from mcptasks.store.postgres import PostgresTaskStore
-from mcptasks.store.redis import RedisTaskStore
+from mcptasks.stores.postgres import PostgresTaskStore
+from mcptasks.stores.redis import RedisTaskStore
 
 # --8<-- [end:head]
 

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from mcptasks.admin import OPERATOR_CANCEL_REASON, cancel_task, describe
+from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, describe
 from mcptasks.dashboard.pages import detail_page, list_page
 from mcptasks.dashboard.views import STATUSES, summary
-from mcptasks.store.base import TaskStore
-from mcptasks.store.url import store_from_url
+from mcptasks.stores.base import TaskStore
+from mcptasks.stores.url import store_from_url
 
 __all__ = ["TOKEN_HEADER", "StoreSource", "dashboard_app"]
 

@@ -7,7 +7,7 @@ import json
 from html import escape
 from typing import Any
 
-from mcptasks.admin import age_text
+from mcptasks._runtime.operator import age_text
 from mcptasks.dashboard.views import STATUSES
 
 __all__ = ["detail_page", "list_page"]

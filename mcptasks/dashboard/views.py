@@ -9,9 +9,9 @@ import math
 import time
 from typing import Any
 
-from mcptasks.admin import describe, iso
-from mcptasks.store.admin import TaskQuery
-from mcptasks.store.base import TaskRecord, TaskStore
+from mcptasks._runtime.operator import describe, iso
+from mcptasks.stores.admin import TaskQuery
+from mcptasks.stores.base import TaskRecord, TaskStore
 
 __all__ = ["CHART_BUCKETS", "CHART_SPAN", "STATUSES", "chart", "status_at", "summary"]
 

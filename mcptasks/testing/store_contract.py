@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 
-from mcptasks.store.admin import TaskQuery
-from mcptasks.store.base import TaskExists, TaskRecord, TaskStore
+from mcptasks.stores.admin import TaskQuery
+from mcptasks.stores.base import TaskExists, TaskRecord, TaskStore
 
 __all__ = ["StoreContract"]
 

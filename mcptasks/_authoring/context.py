@@ -1,0 +1,174 @@
+"""`TaskContext`: the imperative handle a task body can ask for by declaring a parameter of this type."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar, overload
+
+from pydantic import BaseModel
+
+from mcptasks._authoring.threaded import CancelRequested
+from mcptasks._authoring.yields import (
+    Elicit,
+    Elicitation,
+    InputRequest,
+    ListRoots,
+    Root,
+    Sample,
+    SampleResult,
+    Unsupported,
+)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_CHECKPOINT_BYTES = 64 * 1024
+"""The largest checkpoint (as compact JSON) a body may save: it is for job ids and cursors, not data."""
+
+
+def checked_state(state: Any) -> Any:
+    """`state` as a plain JSON value (a copy), or `ValueError` saying why it cannot be saved."""
+    try:
+        text = json.dumps(state, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"a checkpoint must be plain JSON (dict, list, str, number, bool, None): {exc}"
+        ) from None
+    if len(text.encode()) > MAX_CHECKPOINT_BYTES:
+        raise ValueError(
+            f"a checkpoint is at most {MAX_CHECKPOINT_BYTES} bytes of JSON; this one is {len(text.encode())}: "
+            "save an id or a cursor, not the data itself"
+        )
+    return json.loads(text)
+
+
+class BodyChannel(Protocol):
+    """Where a running body's status and input requests go (a task, an inline call, an MRTR round)."""
+
+    @property
+    def task_id(self) -> str | None:
+        """The task's id, or None when the body runs inline without a task."""
+
+    @property
+    def attempt(self) -> int:
+        """Which run of the task this is: 1, or more after re-runs (`retry_on_crash`)."""
+
+    @property
+    def saved(self) -> Any:
+        """The body's last checkpoint (from this run or an earlier one), or None."""
+
+    async def set_status(self, message: str) -> None:
+        """Publish `message` as the task's `statusMessage`."""
+
+    async def save(self, state: Any) -> None:
+        """Store `state` (already checked plain JSON) as the task's checkpoint."""
+
+    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
+        """Issue `requests` together and return their parsed answers, in order."""
+
+    # Optional: a `cancelled` attribute (bool), read by `TaskContext.cancelled`.
+
+
+class TaskContext:
+    """Status, input and identity for the running body.
+
+    Declare a parameter annotated `TaskContext` on a task tool (generator or coroutine) and the
+    engine passes one in; it is not part of the tool's input schema.
+    """
+
+    def __init__(self, channel: BodyChannel, *, owner: str, tool: str) -> None:
+        self._channel = channel
+        self.owner = owner
+        """The principal that created the task (the auth subject, or the shared anonymous scope)."""
+        self.tool = tool
+        """The task tool's name."""
+
+    @property
+    def task_id(self) -> str | None:
+        """The task id, or None while the body runs inline (no task) or before the task exists."""
+        return self._channel.task_id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first run; 2, 3, ... when the body is re-run after its worker was lost."""
+        return self._channel.attempt
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the task was cancelled (or the server is stopping); safe to read from a
+        worker thread. Long loops in a `def` body should check it (or call `check_cancelled`)."""
+        return bool(getattr(self._channel, "cancelled", False))
+
+    def check_cancelled(self) -> None:
+        """Raise `CancelRequested` if the task was cancelled; call it between steps of long work."""
+        if self.cancelled:
+            raise CancelRequested()
+
+    @property
+    def saved(self) -> Any:
+        """The state last saved with `checkpoint` (by this run, or by an earlier run of the same
+        task that was lost), or None. A re-run (`retry_on_crash`) starts from it."""
+        return self._channel.saved
+
+    async def checkpoint(self, state: Any) -> None:
+        """Save small JSON `state` with the task, durably, before returning.
+
+        If the server running the body dies, the re-run (`retry_on_crash=True`) finds it in
+        `saved`, so it can re-attach to work already started (an external job id, a cursor)
+        instead of starting over. Each call replaces the previous state. `ValueError` when
+        `state` is not plain JSON or is larger than `MAX_CHECKPOINT_BYTES`; nothing is saved then.
+        """
+        await self._channel.save(checked_state(state))
+
+    def _rebind(self, channel: BodyChannel) -> None:
+        self._channel = channel
+
+    async def status(self, message: str) -> None:
+        """Set the task's `statusMessage`."""
+        await self._channel.set_status(str(message))
+
+    @overload
+    async def elicit(
+        self, message: str, schema: type[ModelT], *, required: bool = False
+    ) -> Elicitation[ModelT] | Unsupported: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: dict[str, Any] | None = None, *, required: bool = False
+    ) -> Elicitation[dict[str, Any]] | Unsupported: ...
+
+    async def elicit(
+        self, message: str, schema: type[BaseModel] | dict[str, Any] | None = None, *, required: bool = False
+    ) -> Elicitation[Any] | Unsupported:
+        """Ask the user (`elicitation/create`); the task is `input_required` until answered.
+
+        `Unsupported` when the client did not declare `elicitation` (see `Elicit` for `required`).
+        """
+        answer: Elicitation[Any] | Unsupported = await self.request(
+            Elicit(message, schema, required=required)
+        )
+        return answer
+
+    async def sample(
+        self, messages: str | Sequence[str | dict[str, Any]], **options: Any
+    ) -> SampleResult | Unsupported:
+        """Ask the client's model (`sampling/createMessage`); options as for `Sample`.
+
+        `Unsupported` when the client did not declare `sampling`.
+        """
+        answer: SampleResult | Unsupported = await self.request(Sample(messages, **options))
+        return answer
+
+    async def list_roots(self, *, required: bool = False) -> list[Root] | Unsupported:
+        """Ask the client for its roots (`roots/list`); `Unsupported` when it did not declare `roots`."""
+        answer: list[Root] | Unsupported = await self.request(ListRoots(required=required))
+        return answer
+
+    async def request(self, request: InputRequest) -> Any:
+        """Issue one input request of any kind and return its parsed answer."""
+        (answer,) = await self._channel.ask([request])
+        return answer
+
+    async def inputs(self, *requests: InputRequest) -> tuple[Any, ...]:
+        """Issue several requests at once; return their answers in order when all are in."""
+        return tuple(await self._channel.ask(list(requests)))

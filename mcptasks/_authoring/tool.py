@@ -1,0 +1,324 @@
+"""`@task_tool`: turn a function into a `TaskTool`: an `async def` generator or coroutine, or a
+`def` generator or function (run in worker threads).
+
+The tool's name, description, input schema and argument validation come from the function's
+signature and type hints, through pydantic, the way ordinary MCP tools get them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import typing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal, TypedDict, TypeVar, overload
+
+import anyio.to_thread
+from anyio import CapacityLimiter
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from typing_extensions import Unpack
+
+from mcptasks._authoring.capabilities import INPUT_CAPABILITIES, InputCapability
+from mcptasks._authoring.context import TaskContext
+from mcptasks._authoring.threaded import ThreadedGenerator, run_in_thread
+from mcptasks.errors import ToolError
+from mcptasks.wire import EXTENSION_ID, TaskSupport
+
+FallbackMode = Literal["inline", "tools", "reject"]
+"""What a task tool does for a request without the extension (see `mcptasks._runtime.fallback`)."""
+
+FALLBACK_MODES: tuple[str, ...] = ("inline", "tools", "reject")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TaskBody = Callable[..., AsyncGenerator[Any, Any]] | Callable[..., Awaitable[Any]]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+DEFAULT_TTL_SECONDS = 3600.0
+DEFAULT_POLL_INTERVAL_SECONDS = 1.0
+
+
+class InvalidArguments(ToolError):
+    """The tool was called with arguments its input schema rejects; no task is created."""
+
+
+def _to_ms(value: float | timedelta | None, option: str, *, allow_none: bool) -> int | None:
+    if value is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{option} must be set")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+        raise ValueError(f"{option} must be a positive number of seconds or a timedelta, got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+def _first_line_description(fn: Callable[..., Any]) -> str:
+    return inspect.getdoc(fn) or ""
+
+
+@dataclass(eq=False)
+class TaskTool:
+    """A task tool: the body plus everything `tools/list` and the engine need to know about it."""
+
+    fn: Callable[..., Any]
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    task_support: TaskSupport = "optional"
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    is_generator: bool = False
+    threaded: bool = False
+    """A `def` body (function or generator): it runs in worker threads."""
+    context_parameter: str | None = None
+    arguments_model: type[BaseModel] | None = field(default=None, repr=False)
+    retry_on_crash: bool = False
+    max_attempts: int = 1
+    input_before_task: bool = False
+    fallback: FallbackMode | None = None
+    required_capabilities: tuple[InputCapability, ...] = ()
+    replay_safe: bool = True
+
+    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate `arguments` against the signature; `InvalidArguments` names every problem."""
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            raise InvalidArguments(f"Invalid arguments for tool {self.name!r}: arguments must be an object")
+        assert self.arguments_model is not None
+        try:
+            model = self.arguments_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidArguments(f"Invalid arguments for tool {self.name!r}: {problems}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def open_body(
+        self, arguments: dict[str, Any], context: TaskContext, limiter: CapacityLimiter | None = None
+    ) -> Any:
+        """Call the function: an async generator or a coroutine, not started yet.
+
+        A `def` body becomes one too, running in worker threads bounded by `limiter`.
+        """
+        kwargs = dict(arguments)
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = context
+        if self.threaded:
+            limiter = limiter if limiter is not None else anyio.to_thread.current_default_thread_limiter()
+            if self.is_generator:
+                return ThreadedGenerator(self.fn(**kwargs), limiter)
+            return run_in_thread(self.fn, kwargs, limiter)
+        return self.fn(**kwargs)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as `tools/list` shows it (task support under `_meta[EXTENSION_ID]`)."""
+        tool: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.title:
+            tool["title"] = self.title
+        if self.annotations:
+            tool["annotations"] = self.annotations
+        tool["_meta"] = {**self.meta, EXTENSION_ID: {"taskSupport": self.task_support}}
+        return tool
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the undecorated function (handy in unit tests)."""
+        return self.fn(*args, **kwargs)
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    if annotation is TaskContext:
+        return True
+    if typing.get_origin(annotation) is typing.Union or type(annotation).__name__ == "UnionType":
+        return any(arg is TaskContext for arg in typing.get_args(annotation))
+    return False
+
+
+class TaskToolOptions(TypedDict, total=False):
+    """The options of `@task_tool` (and of `TaskServer.task_tool` / `TasksExtension.task_tool`).
+
+    - `name`, `title`, `description`: how `tools/list` shows the tool (defaults: the function's
+      name and docstring).
+    - `task_support`: `"optional"` (default) runs the tool inline for a request that did not opt in
+      to the tasks extension; `"required"` rejects such a request with -32021.
+    - `ttl`: seconds or timedelta (None = unlimited; default one hour) the task and its result are
+      kept, counted from creation. A body still running at its TTL is stopped and failed.
+    - `poll_interval`: the `pollIntervalMs` clients are told (default one second).
+    - `annotations`, `meta`: the tool's MCP annotations and extra `_meta`.
+    - `input_before_task`: the body may ask for input before the task exists: on an opted-in call
+      it runs on the request itself up to its first yield that is not a request marked
+      `before_task=True`; those are answered with `input_required` rounds, then the task is
+      created and the same body continues in it. Code before that point runs once per round.
+    - `fallback`: what a request without the extension gets (`"inline"`, `"tools"`, `"reject"`);
+      None (default) follows the server's setting. See `mcptasks._runtime.fallback`.
+    - `retry_on_crash`: re-run the body from the start on another replica when the one running it
+      is lost (only for idempotent tools); `max_attempts` bounds the runs (default 3).
+    - `required_capabilities`: client capabilities (`"elicitation"`, `"sampling"`, `"roots"`) the
+      tool cannot work without: a call whose request does not declare them gets -32021 naming
+      them before any work (except in the fallback `"tools"` mode, where the model answers).
+    - `replay_safe`: False when the code before a question must not run twice. An inline call
+      (without the extension) keeps the body suspended between its `input_required` rounds;
+      when a retry cannot reach it (another replica, a restart, expiry) a replay-safe tool is
+      replayed from the start, and a tool with `replay_safe=False` answers -32021 (call it as a
+      task) instead. Cannot be combined with `input_before_task` (those rounds always replay).
+    """
+
+    name: str | None
+    title: str | None
+    description: str | None
+    task_support: TaskSupport
+    ttl: float | timedelta | None
+    poll_interval: float | timedelta
+    annotations: Mapping[str, Any] | None
+    meta: Mapping[str, Any] | None
+    retry_on_crash: bool
+    max_attempts: int
+    input_before_task: bool
+    fallback: FallbackMode | None
+    required_capabilities: Sequence[InputCapability]
+    replay_safe: bool
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    task_support: TaskSupport = "optional",
+    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
+    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
+    annotations: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    retry_on_crash: bool = False,
+    max_attempts: int = 3,
+    input_before_task: bool = False,
+    fallback: FallbackMode | None = None,
+    required_capabilities: Sequence[InputCapability] = (),
+    replay_safe: bool = True,
+) -> TaskTool:
+    if isinstance(fn, TaskTool):
+        raise TypeError(f"{fn.name!r} is already a task tool")
+    if not callable(fn):
+        raise TypeError(f"@task_tool decorates a function, not {fn!r}")
+    threaded = not inspect.iscoroutinefunction(fn) and not inspect.isasyncgenfunction(fn)
+    is_generator = inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)
+    if threaded and not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        raise TypeError(
+            f"@task_tool decorates a function ('async def' or 'def', with or without 'yield'); "
+            f"{getattr(fn, '__qualname__', fn)!r} is not one"
+        )
+    tool_name = name if name is not None else fn.__name__
+    if not _TOOL_NAME.match(tool_name):
+        raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of A-Z a-z 0-9 _ - .")
+    if task_support not in ("optional", "required"):
+        raise ValueError(f"task_support must be 'optional' or 'required', got {task_support!r}")
+    if fallback is not None and fallback not in FALLBACK_MODES:
+        raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)} or None, got {fallback!r}")
+    if input_before_task and not is_generator:
+        raise TypeError(
+            f"task tool {tool_name!r}: input_before_task needs a generator body (one with 'yield')"
+        )
+    if isinstance(required_capabilities, str):
+        required_capabilities = (required_capabilities,)  # type: ignore[assignment]
+    required = tuple(required_capabilities)
+    unknown = [c for c in required if c not in INPUT_CAPABILITIES]
+    if unknown:
+        raise ValueError(
+            f"task tool {tool_name!r}: required_capabilities takes {', '.join(INPUT_CAPABILITIES)}; "
+            f"got {', '.join(repr(c) for c in unknown)}"
+        )
+    if input_before_task and not replay_safe:
+        raise ValueError(
+            f"task tool {tool_name!r}: input_before_task rounds replay the body from its start, so "
+            "they cannot be combined with replay_safe=False"
+        )
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_parameter: str | None = None
+    for parameter in inspect.signature(fn).parameters.values():
+        annotation = hints.get(parameter.name, Any)
+        if _is_context_annotation(annotation):
+            context_parameter = parameter.name
+            continue
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(f"task tool {tool_name!r}: *args / **kwargs parameters are not supported")
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"task tool {tool_name!r}: positional-only parameters are not supported")
+        if parameter.name.startswith("_"):
+            raise TypeError(f"task tool {tool_name!r}: parameter names must not start with '_'")
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+
+    arguments_model = create_model(
+        f"{tool_name}Arguments",
+        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=False),
+        **fields,
+    )
+    schema = arguments_model.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+
+    return TaskTool(
+        fn=fn,
+        name=tool_name,
+        title=title,
+        description=description if description is not None else _first_line_description(fn),
+        input_schema=schema,
+        task_support=task_support,
+        ttl_ms=_to_ms(ttl, "ttl", allow_none=True),
+        poll_interval_ms=_to_ms(poll_interval, "poll_interval", allow_none=False),
+        annotations=dict(annotations) if annotations else None,
+        meta=dict(meta or {}),
+        is_generator=is_generator,
+        threaded=threaded,
+        context_parameter=context_parameter,
+        arguments_model=arguments_model,
+        retry_on_crash=bool(retry_on_crash),
+        max_attempts=max_attempts if retry_on_crash else 1,
+        input_before_task=bool(input_before_task),
+        fallback=fallback,
+        required_capabilities=tuple(dict.fromkeys(required)),
+        replay_safe=bool(replay_safe),
+    )
+
+
+@overload
+def task_tool(fn: Callable[..., Any], /) -> TaskTool: ...
+
+
+@overload
+def task_tool(**options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+
+
+def task_tool(
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]
+) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
+    """Declare a task tool: `@task_tool` bare or `@task_tool(...)` with `TaskToolOptions`.
+
+    The function is an `async def` generator or coroutine, or a `def` generator or function (a
+    `def` body runs in worker threads, bounded by `Limits.threads`).
+    """
+
+    def decorate(function: Callable[..., Any]) -> TaskTool:
+        return _build(function, **options)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

@@ -1,0 +1,337 @@
+"""Run a task body against a `BodyChannel`: translate each `yield` into status or input, and
+turn the body's end (a `Result`, a return value, an exception) into an `Outcome`.
+
+The same driver serves a task, an inline call and the synchronous MRTR rounds before a task.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.lowlevel
+
+from mcptasks._authoring.context import BodyChannel
+from mcptasks._authoring.results import error_result, to_call_tool_result
+from mcptasks._authoring.threaded import CancelRequested
+from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
+from mcptasks._authoring.yields import InputRequest, Result, Status, as_input_requests
+from mcptasks._runtime.watchdog import current_body, watched
+from mcptasks.errors import ProtocolError, ToolError
+from mcptasks.wire import INTERNAL_ERROR
+
+logger = logging.getLogger("mcptasks")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a body ended: `completed` with a `CallToolResult` dict, or `failed` with an error object."""
+
+    status: Literal["completed", "failed"]
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def message(self) -> str | None:
+        """A short status message for the task record."""
+        if self.error is not None:
+            return str(self.error.get("message", "failed"))
+        if self.result is not None and self.result.get("isError"):
+            content = self.result.get("content") or [{}]
+            first = content[0] if isinstance(content[0], dict) else {}
+            return str(first.get("text", "Tool error"))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A yielded value the driver has not handled yet (hand-over from an MRTR round to a task)."""
+
+    item: Any
+
+
+class UnsupportedYield(TypeError):
+    """Thrown into a generator that yielded a value the driver does not understand."""
+
+
+class Interrupt(BaseException):
+    """Raised by a channel to end the run at once; the body does not see it (say, an MRTR round
+    that needs input). `run_body` re-raises it to its caller."""
+
+
+MAX_MESSAGE = 4000
+"""Error messages taken from exceptions are cut to this many characters."""
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = str(exc).strip()
+    except Exception:  # a hostile __str__
+        text = ""
+    members = getattr(exc, "exceptions", None)  # an exception group (a builtin from 3.11)
+    if isinstance(members, tuple) and members:
+        inner = "; ".join(f"{type(e).__name__}: {_describe(e)}" for e in members[:5])
+        text = f"{text} ({inner})"
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE]}… ({len(text)} characters)"
+    return text if text else type(exc).__name__
+
+
+def _status_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Status):
+        if not isinstance(item.message, str):
+            raise InvalidValue(f"Status message is of type {type(item.message).__name__}; it must be a str")
+        return item.message
+    return None
+
+
+async def _handle(item: Any, channel: BodyChannel) -> Any:
+    """Act on one yielded value; return what the `yield` evaluates to."""
+    message = _status_text(item)
+    if message is not None:
+        await channel.set_status(message)
+        return None
+    requests = as_input_requests(item)
+    if requests is not None:
+        for request in requests:
+            check_json(request.params, f"{request.method} params")
+        answers = await channel.ask(requests)
+        return answers[0] if isinstance(item, InputRequest) else tuple(answers)
+    raise UnsupportedYield(
+        f"a task body may yield str, Status, an input request, Inputs or Result; got {type(item).__name__}"
+    )
+
+
+async def drive_generator(
+    generator: AsyncGenerator[Any, Any], channel: BodyChannel, *, pending: Pending | None = None
+) -> Any:
+    """Run `generator` to its `Result` (or its end) and return the result value (None at the end).
+
+    Whatever goes wrong while the body is suspended at a `yield` (a bad value, the client's
+    refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
+    body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
+    """
+    send: Any = None
+    throw: BaseException | None = None
+    try:
+        if pending is None:
+            item = await watched(generator.__anext__())
+        else:
+            item = pending.item
+        while True:
+            if isinstance(item, Result):
+                return item.value
+            try:
+                send, throw = await _handle(item, channel), None
+            except Interrupt:
+                raise
+            except BaseException as exc:
+                send, throw = None, exc
+            if throw is None:
+                item = await watched(generator.asend(send))
+                continue
+            if not isinstance(throw, anyio.get_cancelled_exc_class()):
+                item = await watched(generator.athrow(throw))
+                continue
+            # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
+            # body opened around its `yield` (PEP 789). Deliver it; if the body yields again while
+            # the cancellation still stands, it is ignoring the engine's: close it.
+            item = await watched(generator.athrow(throw))
+            if cancelled_here():
+                return None
+            logger.warning(
+                "task tool body %s was cancelled by its own task group or cancel scope while suspended "
+                "at a yield; open task groups and cancel scopes inside the body, not around a yield",
+                getattr(generator, "__qualname__", generator),
+            )
+    except StopAsyncIteration:
+        return None
+    finally:
+        await _close(generator)
+
+
+async def _close(generator: AsyncGenerator[Any, Any]) -> None:
+    try:
+        await watched(generator.aclose())
+    except Exception:
+        logger.warning("a task body raised while it was being closed", exc_info=True)
+
+
+def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
+    """Map an exception escaping a body to its outcome (JSON-RPC error -> failed; others -> tool error)."""
+    if isinstance(exc, ProtocolError):
+        return Outcome("failed", error=exc.to_error())
+    if isinstance(exc, InvalidValue):
+        message = f"Task tool {tool!r} yielded a value that cannot be sent: {_describe(exc)}"
+        return Outcome(
+            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "invalid_value"}}
+        )
+    if not isinstance(exc, (ToolError, CancelRequested)):
+        logger.exception("task tool %r raised", tool, exc_info=exc)
+    return Outcome("completed", result=error_result(_describe(exc)))
+
+
+def outcome_of_abort(exc: BaseException, tool: str) -> Outcome:
+    """The outcome of a body ended by a `BaseException` that is no `Exception`."""
+    name = type(exc).__name__
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        what = f"was cancelled by something other than mcptasks ({name})"
+    else:
+        described = _describe(exc)
+        what = f"raised {name}" + (f": {described}" if described != name else "")
+    logger.error("task tool %r %s", tool, what, exc_info=exc)
+    message = f"Task tool {tool!r} {what}; the task was stopped."
+    return Outcome(
+        "failed",
+        error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "aborted", "exception": name}},
+    )
+
+
+def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Outcome:
+    """Convert a body's result value, checking it is JSON and not over `max_bytes`."""
+    if value is None or (isinstance(value, str) and (max_bytes is None or len(value) * 4 < max_bytes)):
+        return Outcome("completed", result=to_call_tool_result(value))  # plain JSON, small enough
+    try:
+        result = to_call_tool_result(value)
+        check_json(result, "result")
+        if "content" in result:
+            check_content(result["content"])
+        size = json_size(result) if max_bytes is not None else 0
+    except (InvalidValue, ValueError, TypeError) as exc:
+        message = f"Task tool {tool!r} returned a result that cannot be sent: {_describe(exc)}"
+        return Outcome(
+            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "invalid_result"}}
+        )
+    if max_bytes is not None and size > max_bytes:
+        message = (
+            f"Task tool {tool!r} returned a result of {size} bytes, over the limit of {max_bytes} bytes."
+        )
+        return Outcome(
+            "failed",
+            error={
+                "code": INTERNAL_ERROR,
+                "message": message,
+                "data": {"reason": "result_too_large", "bytes": size},
+            },
+        )
+    return Outcome("completed", result=result)
+
+
+async def settle_body(
+    body: Any, channel: BodyChannel, tool: str, pending: Pending | None, max_bytes: int | None
+) -> Outcome | Interrupt:
+    """Run an opened body to its outcome; nothing it raises escapes (`STOPPED` when the caller's
+    own scope was cancelled, an `Interrupt` from the channel is returned, not raised)."""
+    try:
+        if isinstance(body, AsyncGenerator):
+            value = await drive_generator(body, channel, pending=pending)
+        else:
+            value = await watched(body)
+        return outcome_of_value(value, tool, max_bytes)
+    except Interrupt as interrupt:
+        return interrupt
+    except Exception as exc:
+        return outcome_of_exception(exc, tool)
+    except BaseException as exc:
+        if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+            return STOPPED  # the caller was cancelled: it decides the outcome
+        return outcome_of_abort(exc, tool)
+
+
+async def absorb_stray_cancel() -> None:
+    """Take a turn; a cancellation that arrives without any scope around us being cancelled
+    (one the body requested of its own task and never awaited) is consumed here, so the task
+    does not end cancelled. The caller's own cancellation still propagates."""
+    try:
+        await anyio.lowlevel.checkpoint()
+    except anyio.get_cancelled_exc_class():
+        if cancelled_here():
+            raise
+
+
+def cancelled_here() -> bool:
+    """Whether a cancel scope around the current task (up to a shield) has been cancelled."""
+    return anyio.current_effective_deadline() == -math.inf
+
+
+async def run_body(
+    body: Any,
+    channel: BodyChannel,
+    tool: str,
+    *,
+    pending: Pending | None = None,
+    max_result_bytes: int | None = None,
+) -> Outcome:
+    """Run an opened body (generator or coroutine) to its outcome, in a task of its own.
+
+    Nothing the body raises escapes: every `BaseException` becomes the outcome. A cancellation of
+    the caller still propagates (from the task group's exit), so the caller decides whether the
+    body was stopped from outside.
+    """
+    ended: list[Outcome | Interrupt] = []
+
+    async def contained() -> None:
+        current_body.set((tool, channel.task_id))
+        ended.append(await settle_body(body, channel, tool, pending, max_result_bytes))
+        await absorb_stray_cancel()
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(contained)
+    end = ended[0] if ended else _VANISHED
+    if isinstance(end, Interrupt):
+        raise end
+    if end is STOPPED:  # not every backend re-raises the caller's cancellation at the group's exit
+        await anyio.lowlevel.checkpoint_if_cancelled()
+    return end
+
+
+STOPPED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task body was stopped."})
+_VANISHED = Outcome(
+    "failed", error={"code": INTERNAL_ERROR, "message": "The task body ended without an outcome."}
+)
+
+
+class InlineChannel:
+    """The channel of a body run inline: no task, so status is dropped and input is refused."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.saved: Any = None
+        """Checkpoints of an inline run live as long as the call (there is no task to keep them)."""
+
+    @property
+    def task_id(self) -> str | None:
+        """Always None: an inline run has no task."""
+        return None
+
+    @property
+    def attempt(self) -> int:
+        """Always 1: no re-runs without a task."""
+        return 1
+
+    async def set_status(self, message: str) -> None:
+        """Dropped: there is no task to carry a status message (the event loop still gets a turn)."""
+        await anyio.lowlevel.checkpoint()
+
+    async def save(self, state: Any) -> None:
+        """Kept for the rest of the call only."""
+        self.saved = state
+
+    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
+        """Refuse: input needs a task (or a multi-round-trip exchange)."""
+        methods = ", ".join(sorted({r.method for r in requests}))
+        raise ToolError(
+            f"Tool {self.tool!r} needs input from the client ({methods}). Call it with the "
+            "io.modelcontextprotocol/tasks extension declared in the request's client capabilities."
+        )
+
+
+def wire_requests(requests: Sequence[InputRequest], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The `inputRequests` object for `requests` under `keys`."""
+    return {key: request.to_wire() for key, request in zip(keys, requests, strict=True)}

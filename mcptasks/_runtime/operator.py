@@ -1,0 +1,189 @@
+"""Operator views of stored tasks, shared by the admin CLI and the dashboard.
+
+Operators reach the store directly (never through MCP), so these helpers decide what an operator
+sees: owners as opaque hashes unless asked, results and arguments only when asked, a timeline
+built from the record's transitions. `cancel_task` cancels like a client's `tasks/cancel`, on
+behalf of the task's owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from mcptasks._runtime.engine import TaskEngine
+from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.url import store_from_url
+
+__all__ = [
+    "OPERATOR_CANCEL_REASON",
+    "age_text",
+    "cancel_task",
+    "check_operator_url",
+    "describe",
+    "iso",
+    "open_store",
+    "owner_hash",
+    "parse_duration",
+    "parse_since",
+    "timeline",
+]
+
+OPERATOR_CANCEL_REASON = "Cancelled by an operator."
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def owner_hash(owner: str) -> str:
+    """A short, stable, opaque stand-in for an owner (the first 12 hex digits of its SHA-256)."""
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def age_text(seconds: float) -> str:
+    """A short age: `42s`, `5m07s`, `3h02m`, `2d04h`."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def check_operator_url(url: str) -> str:
+    """`url` if operator tools can reach it from another process; `ValueError` for `memory://`."""
+    if url.strip().lower().startswith("memory:"):
+        raise ValueError(
+            "memory:// holds tasks inside one server process; point the operator tools at the "
+            "server's shared store (sqlite:///..., redis://..., postgresql://...)"
+        )
+    return url
+
+
+def iso(epoch: float | None) -> str | None:
+    """Epoch seconds as an ISO 8601 UTC timestamp (milliseconds), None stays None."""
+    if epoch is None:
+        return None
+    return (
+        datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `90`, `90s`, `15m`, `2h`, `7d`, `1w` or sums such as `1h30m`; `ValueError` otherwise."""
+    cleaned = text.strip().lower()
+    total = 0.0
+    position = 0
+    for match in _DURATION.finditer(cleaned):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        position = match.end()
+    if not cleaned or position != len(cleaned):
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d, 1h30m)")
+    return total
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """Epoch seconds from an ISO 8601 time (UTC unless it says otherwise) or a duration ago."""
+    try:
+        return (time.time() if now is None else now) - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"not a time or a duration: {text!r} (use e.g. 2h or 2026-11-30T12:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def timeline(record: TaskRecord) -> list[dict[str, Any]]:
+    """The task's status history, creation first: `{at, status, statusMessage}` entries."""
+    entries = [{"at": iso(record.created_at), "status": "created", "statusMessage": None}]
+    for at, status, message in record.transitions:
+        entries.append({"at": iso(at), "status": status, "statusMessage": message})
+    return entries
+
+
+def describe(
+    record: TaskRecord,
+    *,
+    show_owner: bool = False,
+    show_result: bool = False,
+    detail: bool = False,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """A JSON-able operator view of `record`.
+
+    The owner appears as `ownerHash` (and as `owner` too with `show_owner`); `result` and
+    `arguments` only with `show_result`; input requests, error and timeline with `detail`.
+    """
+    current = time.time() if now is None else now
+    view: dict[str, Any] = {
+        "taskId": record.task_id,
+        "tool": record.tool,
+        "status": record.status,
+        "statusMessage": record.status_message,
+        "ownerHash": owner_hash(record.owner),
+        "createdAt": iso(record.created_at),
+        "lastUpdatedAt": iso(record.updated_at),
+        "ageSeconds": round(max(0.0, current - record.created_at), 3),
+        "attempt": record.attempt,
+        "runner": record.runner,
+    }
+    if show_owner:
+        view["owner"] = record.owner
+    if detail:
+        view["ttlMs"] = record.ttl_ms
+        view["pollIntervalMs"] = record.poll_interval_ms
+        view["version"] = record.version
+        view["inputRequests"] = record.input_requests
+        view["error"] = record.error
+        view["timeline"] = timeline(record)
+        view["traceparent"] = (record.trace or {}).get("traceparent")
+    if show_result:
+        view["arguments"] = record.arguments
+        view["result"] = record.result
+    return view
+
+
+@asynccontextmanager
+async def open_store(url: str) -> AsyncIterator[TaskStore]:
+    """Open the store `url` names for operator use, closing it afterwards.
+
+    `ValueError` for a malformed URL or for `memory://`, whose records live inside one server
+    process and cannot be reached from another.
+    """
+    store = store_from_url(check_operator_url(url))
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def cancel_task(
+    store: TaskStore, task_id: str, *, reason: str = OPERATOR_CANCEL_REASON
+) -> TaskRecord | None:
+    """Cancel `task_id` as its owner would; return the record afterwards (None: unknown id).
+
+    A terminal task is returned unchanged. The runner, in this process or another, stops the
+    body at its next checkpoint.
+    """
+    record = await store.get(task_id)
+    if record is None:
+        return None
+    engine = TaskEngine(store, recover_orphans=False)
+    await engine.cancel(task_id, owner=record.owner, reason=reason)
+    return await store.get(task_id)

@@ -1,0 +1,517 @@
+"""The Tasks extension as plain functions: `tools/call` interception and `tasks/get|update|cancel`.
+
+A host hands in the request's params, `_meta`, headers and owner; it gets back JSON-able dicts
+(every result carries `resultType`) or a `ProtocolError` to send as a JSON-RPC error. Nothing here
+imports a host SDK, so any host can serve it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from mcptasks._authoring.capabilities import (
+    METHOD_CAPABILITY,
+    gated,
+    input_capabilities,
+    missing_capabilities,
+    missing_capabilities_error,
+)
+from mcptasks._authoring.context import TaskContext
+from mcptasks._authoring.results import error_result
+from mcptasks._authoring.tool import FALLBACK_MODES, FallbackMode, InvalidArguments, TaskTool
+from mcptasks._authoring.yields import InputRequest
+from mcptasks._runtime.driver import (
+    InlineChannel,
+    Outcome,
+    cancelled_here,
+    outcome_of_abort,
+    outcome_of_exception,
+)
+from mcptasks._runtime.engine import TaskEngine
+from mcptasks._runtime.fallback import (
+    FALLBACK_TOOL_NAMES,
+    call_fallback_tool,
+    fallback_tool_definitions,
+    started_result,
+)
+from mcptasks._runtime.mrtr import InputNeeded, SyncRounds, advance_to_task
+from mcptasks._runtime.outages import reported_as_unavailable
+from mcptasks._runtime.parking import InlineSession, ParkedCalls
+from mcptasks._runtime.request_state import RequestStateCodec
+from mcptasks.errors import ProtocolError
+from mcptasks.stores.base import TaskRecord
+from mcptasks.wire import (
+    EXTENSION_ID,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REMOVED_TASK_METHODS,
+    TASK_METHODS,
+    CancelTaskParams,
+    GetTaskParams,
+    UpdateTaskParams,
+    client_capabilities,
+    client_opted_in,
+    iso_timestamp,
+    missing_capability_data,
+)
+
+ANONYMOUS_OWNER = "anonymous"
+"""The owner of tasks created without an authenticated principal (bearer-id semantics)."""
+
+
+IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"
+"""`_meta` key of a client-chosen idempotency key: retrying a `tools/call` with the same key (and
+owner) returns the task the first call created instead of starting a second run."""
+
+
+def idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
+    """The idempotency key a request carries in `_meta`, if any (-32602 when it is not a string)."""
+    if not meta or IDEMPOTENCY_META not in meta:
+        return None
+    key = meta[IDEMPOTENCY_META]
+    if not isinstance(key, str) or not 0 < len(key) <= 256:
+        raise ProtocolError(
+            INVALID_PARAMS, f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1-256 characters"
+        )
+    return key
+
+
+def missing_extension_error(what: str) -> ProtocolError:
+    """The -32021 error for a request that needs the tasks extension but did not declare it."""
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} requires the client capability extensions[{EXTENSION_ID!r}] in this request's _meta",
+        missing_capability_data(),
+    )
+
+
+def task_fields(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The `Task` fields of a record."""
+    created = iso_timestamp(record.created_at)
+    updated = created if record.updated_at == record.created_at else iso_timestamp(record.updated_at)
+    fields: dict[str, Any] = {
+        "taskId": record.task_id,
+        "status": record.status,
+        "createdAt": created,
+        "lastUpdatedAt": updated,
+        "ttlMs": record.ttl_ms,
+    }
+    if record.status_message is not None:
+        fields["statusMessage"] = record.status_message
+    if poll_interval_ms is not None:
+        fields["pollIntervalMs"] = poll_interval_ms
+    return fields
+
+
+def create_task_result(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The flat `CreateTaskResult` (`resultType: "task"`)."""
+    return {"resultType": "task", **task_fields(record, poll_interval_ms)}
+
+
+def detailed_task(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
+    """The `tasks/get` result: the task plus `result`, `error` or outstanding `inputRequests`."""
+    result: dict[str, Any] = {"resultType": "complete", **task_fields(record, poll_interval_ms)}
+    if record.status == "completed" and record.result is not None:
+        result["result"] = {"resultType": "complete", **record.result}
+    elif record.status == "failed" and record.error is not None:
+        result["error"] = record.error
+    elif record.status == "input_required":
+        result["inputRequests"] = dict(record.input_requests)
+    return result
+
+
+def _lower_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    return {str(k).lower(): str(v) for k, v in headers.items()}
+
+
+_BASE64_HEADER = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+
+def decode_header_value(value: str) -> str | None:
+    """A header value as sent, or the text of its `=?base64?...?=` form (SEP-2243).
+
+    A malformed encoded value (bad or non-canonical base64, bad UTF-8) gives None, so it never
+    matches anything.
+    """
+    match = _BASE64_HEADER.fullmatch(value)
+    if match is None:
+        return value
+    payload = match.group("payload")
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != payload:
+            return None
+        return decoded.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] | None) -> None:
+    """On HTTP, `Mcp-Method` must equal the method and `Mcp-Name` the task id (-32020 otherwise).
+
+    `headers` is None on transports without headers (stdio, in-process), where nothing is checked.
+    """
+    lowered = _lower_headers(headers)
+    if lowered is None:
+        return
+    sent_method = lowered.get("mcp-method")
+    if sent_method is not None and sent_method.strip() != method:
+        raise ProtocolError(
+            HEADER_MISMATCH, f"Mcp-Method header {sent_method.strip()!r} does not match {method!r}"
+        )
+    sent_name = lowered.get("mcp-name")
+    if sent_name is None:
+        raise ProtocolError(
+            HEADER_MISMATCH, f"{method} over HTTP needs an Mcp-Name header equal to params.taskId"
+        )
+    if decode_header_value(sent_name.strip()) != task_id:
+        raise ProtocolError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
+
+
+def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> Any:
+    try:
+        return model.model_validate(dict(params))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid params for {method}: {where}: {first['msg']}", {"field": where}
+        ) from None
+
+
+def before_task_only(request: InputRequest) -> bool:
+    """Input answered synchronously before a task exists: only requests marked `before_task`."""
+    return request.before_task
+
+
+def known_method(request: InputRequest) -> bool:
+    """Input an inline call can carry in `input_required` rounds: the client methods MRTR knows."""
+    return request.before_task or request.method in METHOD_CAPABILITY
+
+
+def not_replay_safe_error(tool: str) -> ProtocolError:
+    """-32021 for an inline round of a tool that must not be replayed and cannot be kept here."""
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"Tool {tool!r} is not safe to run again from the start, and this server cannot keep the call "
+        "suspended until its retry (the retry reached another server, the server restarted, the call "
+        "waited too long, or too many calls wait). Call it as a task: declare "
+        f"extensions[{EXTENSION_ID!r}] in the request's client capabilities.",
+        missing_capability_data(),
+    )
+
+
+def _inline_result(outcome: Outcome) -> dict[str, Any]:
+    """The reply of an inline run: its result, or its error as a JSON-RPC error."""
+    if outcome.error is not None:
+        error = outcome.error
+        raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data"))
+    assert outcome.result is not None
+    return {"resultType": "complete", **outcome.result}
+
+
+class TasksProtocol:
+    """Serves the extension for a set of task tools on top of a `TaskEngine`.
+
+    `fallback` is the server-wide fallback mode (see `mcptasks._runtime.fallback`). With
+    `immediate_results` (default), a task whose body completes without ever suspending (it did no
+    real work) is answered with its `CallToolResult` at once, which the extension allows; the
+    task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
+    kept suspended at a question between rounds (see `mcptasks._runtime.parking`).
+    """
+
+    def __init__(
+        self,
+        engine: TaskEngine,
+        tools: Iterable[TaskTool] = (),
+        *,
+        codec: RequestStateCodec | None = None,
+        fallback: FallbackMode = "inline",
+        immediate_results: bool = True,
+        parked_limit: int = 1000,
+        parked_seconds: float = 600.0,
+    ) -> None:
+        if fallback not in FALLBACK_MODES:
+            raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)}, got {fallback!r}")
+        self.engine = engine
+        self.codec = codec if codec is not None else RequestStateCodec()
+        self.fallback: FallbackMode = fallback
+        self.immediate_results = immediate_results
+        self.parked = ParkedCalls(limit=parked_limit, seconds=parked_seconds)
+        self.tools: dict[str, TaskTool] = {}
+        for tool in tools:
+            self.add_tool(tool)
+
+    def add_tool(self, tool: TaskTool) -> None:
+        """Register a task tool; names must be unique."""
+        if not isinstance(tool, TaskTool):
+            raise TypeError(f"expected a TaskTool (decorate the function with @task_tool), got {tool!r}")
+        if tool.name in FALLBACK_TOOL_NAMES:
+            raise ValueError(f"{tool.name!r} is the name of a generated fallback tool; rename the task tool")
+        if tool.name in self.tools and self.tools[tool.name] is not tool:
+            raise ValueError(f"a task tool named {tool.name!r} is already registered")
+        self.tools[tool.name] = tool
+        self.engine.register(tool)
+
+    def get_tool(self, name: str) -> TaskTool | None:
+        """The task tool called `name`, if any."""
+        return self.tools.get(name)
+
+    def fallback_mode(self, tool: TaskTool) -> FallbackMode:
+        """The fallback mode in force for `tool` (its own, else the server's)."""
+        return tool.fallback if tool.fallback is not None else self.fallback
+
+    @property
+    def fallback_tools_enabled(self) -> bool:
+        """Whether any task tool uses the `"tools"` fallback (then the generated tools are listed)."""
+        return any(self.fallback_mode(tool) == "tools" for tool in self.tools.values())
+
+    def fallback_tool_definitions(self) -> list[dict[str, Any]]:
+        """The generated `task_status` / `task_answer` / `task_cancel` tools, when enabled."""
+        return fallback_tool_definitions() if self.fallback_tools_enabled else []
+
+    def is_fallback_tool(self, name: str) -> bool:
+        """Whether `name` is a generated fallback tool this server serves."""
+        return name in FALLBACK_TOOL_NAMES and self.fallback_tools_enabled
+
+    async def call_fallback_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, *, owner: str = ANONYMOUS_OWNER
+    ) -> dict[str, Any]:
+        """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
+        with reported_as_unavailable(self.engine.outage_errors):
+            result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
+        return {"resultType": "complete", **result}
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        meta: Mapping[str, Any] | None,
+        owner: str = ANONYMOUS_OWNER,
+        tasks_allowed: bool = True,
+        input_responses: object = None,
+        request_state: object = None,
+    ) -> dict[str, Any]:
+        """Answer `tools/call` for a task tool.
+
+        - This request opted in: a task (`CreateTaskResult`). A generator's leading requests marked
+          `before_task=True` are resolved first with `input_required` rounds on this call.
+        - Not opted in, optional tool: the body runs inline; its input requests become
+          `input_required` rounds when the client declared the matching capability.
+        - Not opted in, required tool: -32021 naming the extension.
+
+        Invalid arguments give an `isError` result and create nothing. `tasks_allowed=False` (a
+        legacy connection) means neither tasks nor `input_required` rounds, whatever `_meta` says.
+        """
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+        request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
+        opted_in = tasks_allowed and client_opted_in(request_meta)
+        mode = self.fallback_mode(tool)
+        if not opted_in and (mode == "reject" or (tool.task_support == "required" and mode != "tools")):
+            raise missing_extension_error(f"Tool {name!r}")
+        declared = client_capabilities(request_meta)
+        answered_by_model = not opted_in and mode == "tools"
+        if tool.required_capabilities and not answered_by_model:
+            missing = missing_capabilities(tool.required_capabilities, declared)
+            if missing:
+                raise missing_capabilities_error(f"Tool {name!r}", missing)
+        try:
+            validated = tool.validate_arguments(arguments)
+        except InvalidArguments as exc:
+            return {"resultType": "complete", **error_result(str(exc))}
+        if opted_in:
+            return await self._call_as_task(
+                tool, arguments, validated, request_meta, declared, owner, input_responses, request_state
+            )
+        if answered_by_model:
+            with reported_as_unavailable(self.engine.outage_errors):
+                record = await self.engine.start(
+                    tool,
+                    arguments,
+                    owner=owner,
+                    validated=validated,
+                    idempotency_key=idempotency_key(request_meta),
+                )
+            return {"resultType": "complete", **started_result(record, self.engine.poll_interval_ms(record))}
+        if not tasks_allowed:
+            channel = gated(InlineChannel(tool.name), {}, tool.name)
+            outcome = await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
+            return _inline_result(outcome)
+        return await self._call_inline(
+            tool, arguments, validated, declared, owner, input_responses, request_state
+        )
+
+    async def _call_as_task(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        validated: dict[str, Any],
+        request_meta: Mapping[str, Any] | None,
+        declared: Mapping[str, Any],
+        owner: str,
+        input_responses: object,
+        request_state: object,
+    ) -> dict[str, Any]:
+        """An opted-in call: resolve `before_task` input by replayed rounds, then create the task."""
+        prepared = None
+        if tool.input_before_task:
+            rounds = self._rounds(tool, arguments, input_responses, request_state)
+            replay = rounds.replay_channel(before_task_only)
+            channel = gated(replay, declared, tool.name)
+            context = TaskContext(channel, owner=owner, tool=tool.name)
+            try:
+                prepared = await advance_to_task(channel, tool.open_body(validated, context), context)
+            except InputNeeded as needed:
+                return rounds.input_required(needed.requests, replay.answers)
+            except ProtocolError:
+                raise
+            except Exception as exc:
+                outcome = outcome_of_exception(exc, tool.name)
+                assert outcome.result is not None
+                return {"resultType": "complete", **outcome.result}
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+                    raise
+                error = outcome_of_abort(exc, tool.name).error
+                assert error is not None
+                raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data")) from None
+        with reported_as_unavailable(self.engine.outage_errors):
+            record = await self.engine.start(
+                tool,
+                arguments,
+                owner=owner,
+                validated=validated,
+                prepared=prepared,
+                idempotency_key=idempotency_key(request_meta),
+                client_capabilities=input_capabilities(declared),
+            )
+        if self.immediate_results and prepared is None:
+            early = await self.engine.settled(record.task_id)
+            if early is not None and early.result is not None:
+                return {"resultType": "complete", **early.result}
+        return create_task_result(record, self.engine.poll_interval_ms(record))
+
+    async def _call_inline(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        validated: dict[str, Any],
+        declared: Mapping[str, Any],
+        owner: str,
+        input_responses: object,
+        request_state: object,
+    ) -> dict[str, Any]:
+        """A call without the extension run inline; its questions become `input_required` rounds.
+
+        The body runs in the background and stays suspended at a question between rounds when
+        the retry comes back here; otherwise the retry replays it (or, for a tool that is not
+        replay-safe, is refused).
+        """
+        if not input_capabilities(declared):
+            # No question can reach this client: nothing to keep between rounds.
+            channel = gated(InlineChannel(tool.name), declared, tool.name)
+            return _inline_result(await self.engine.run_inline(tool, validated, owner=owner, channel=channel))
+        rounds = self._rounds(tool, arguments, input_responses, request_state)
+        session = self.parked.claim(rounds.parked, tool=tool.name, digest=rounds.digest, owner=owner)
+        if session is not None:
+            session.resume(rounds.responses)
+        else:
+            if rounds.retry and not tool.replay_safe:
+                raise not_replay_safe_error(tool.name)
+            session = InlineSession(
+                self.parked,
+                tool=tool.name,
+                owner=owner,
+                digest=rounds.digest,
+                answers=rounds.answers,
+                allowed=known_method,
+            )
+            channel = gated(session.channel, declared, tool.name)
+
+            async def body() -> Outcome:
+                return await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
+
+            self.engine.spawn(lambda: session.run(body))
+        needed = await session.next_stop()
+        if needed is None:
+            if session.outcome is None:
+                raise ProtocolError(INTERNAL_ERROR, f"Tool {tool.name!r} was stopped before it finished")
+            return _inline_result(session.outcome)
+        answers = dict(session.channel.answers)
+        if self.parked.park(session):
+            return rounds.input_required(needed, answers, parked=session.id)
+        session.cancel()
+        if not tool.replay_safe:
+            raise not_replay_safe_error(tool.name)
+        return rounds.input_required(needed, answers)
+
+    def _rounds(
+        self,
+        tool: TaskTool,
+        arguments: Mapping[str, Any] | None,
+        input_responses: object,
+        request_state: object,
+    ) -> SyncRounds:
+        return SyncRounds(
+            self.codec, tool, arguments, input_responses=input_responses, request_state=request_state
+        )
+
+    async def handle(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        owner: str = ANONYMOUS_OWNER,
+        headers: Mapping[str, str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        tasks_allowed: bool = True,
+    ) -> dict[str, Any]:
+        """Answer `tasks/get`, `tasks/update` or `tasks/cancel` (and refuse the removed methods).
+
+        `meta` defaults to `params["_meta"]`; `headers` (HTTP only) enables the routing-header
+        check. Errors: -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad
+        params or unknown/foreign task, -32020 header mismatch.
+        """
+        if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params for {method}: params must be an object")
+        if meta is None:
+            raw_meta = params.get("_meta")
+            meta = raw_meta if isinstance(raw_meta, Mapping) else None
+        if not client_opted_in(dict(meta) if meta is not None else None):
+            raise missing_extension_error(method)
+        if method == "tasks/get":
+            get = _parse(GetTaskParams, method, params)
+            check_routing_headers(method, get.task_id, headers)
+            with reported_as_unavailable(self.engine.outage_errors):
+                record = await self.engine.get(get.task_id, owner=owner, throttle=True)
+            return detailed_task(record, self.engine.poll_interval_ms(record))
+        if method == "tasks/update":
+            update = _parse(UpdateTaskParams, method, params)
+            check_routing_headers(method, update.task_id, headers)
+            with reported_as_unavailable(self.engine.outage_errors):
+                await self.engine.update(update.task_id, update.input_responses, owner=owner)
+            return {"resultType": "complete"}
+        cancel = _parse(CancelTaskParams, method, params)
+        check_routing_headers(method, cancel.task_id, headers)
+        with reported_as_unavailable(self.engine.outage_errors):
+            await self.engine.cancel(cancel.task_id, owner=owner)
+        return {"resultType": "complete"}

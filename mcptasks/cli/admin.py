@@ -1,0 +1,294 @@
+"""`mcptasks admin list|show|cancel|purge|stats`: operator commands that read the store directly.
+
+They need store access, not MCP credentials, and no MCP client can reach them. Output is a table
+(control characters in tool-supplied text shown escaped), or JSON with `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TextIO
+
+import anyio
+
+from mcptasks._runtime.operator import (
+    OPERATOR_CANCEL_REASON,
+    age_text,
+    cancel_task,
+    describe,
+    iso,
+    open_store,
+    parse_duration,
+    parse_since,
+)
+from mcptasks.stores.admin import TaskQuery
+from mcptasks.stores.base import TaskStore
+from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
+
+__all__ = ["STORE_ENV", "add_store_option", "register"]
+
+STORE_ENV = "MCPTASKS_STORE"
+_SHOWN = (
+    "taskId",
+    "tool",
+    "status",
+    "statusMessage",
+    "owner",
+    "ownerHash",
+    "createdAt",
+    "lastUpdatedAt",
+    "attempt",
+    "runner",
+    "ttlMs",
+    "pollIntervalMs",
+    "version",
+)
+_STATUS_ORDER = ("working", "input_required", "completed", "failed", "cancelled")
+
+
+class AdminError(Exception):
+    """A user error reported in one line (exit status 2)."""
+
+
+def _safe(text: object, width: int | None = None) -> str:
+    """`text` with control characters escaped (a status message cannot drive the terminal)."""
+    shown = "" if text is None else str(text)
+    shown = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in shown)
+    if width is not None and len(shown) > width:
+        shown = shown[: width - 1] + "…"
+    return shown
+
+
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+def _json(value: Any, out: TextIO) -> None:
+    out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _split(values: Sequence[str] | None) -> frozenset[str] | None:
+    if not values:
+        return None
+    return frozenset(v.strip() for item in values for v in item.split(",") if v.strip())
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+
+async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        since = None if args.since is None else parse_since(args.since)
+        query = TaskQuery(_split(args.status), _split(args.tool), args.owner, since)
+        page = await store.list_tasks(query, limit=args.limit, after=args.after)
+    except ValueError as exc:
+        raise AdminError(str(exc)) from None
+    now = time.time()
+    views = [describe(r, show_owner=args.show_owners, now=now) for r in page.records]
+    if args.json:
+        _json({"tasks": views, "nextCursor": page.next_cursor}, out)
+        return 0
+    header = ["TASK ID", "TOOL", "STATUS", "OWNER", "AGE", "ATTEMPT", "RUNNER", "MESSAGE"]
+    rows = [header]
+    for view in views:
+        rows.append(
+            [
+                _safe(view["taskId"]),
+                _safe(view["tool"], 24),
+                view["status"],
+                _safe(view["owner"], 24) if args.show_owners else view["ownerHash"],
+                age_text(view["ageSeconds"]),
+                str(view["attempt"]),
+                _safe(view["runner"] or "-", 20),
+                _safe(view["statusMessage"] or "", 48),
+            ]
+        )
+    _table(rows, out)
+    if page.next_cursor is not None:
+        out.write(f"more: --after {page.next_cursor}\n")
+    return 0
+
+
+async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+    record = await store.get(args.task_id)
+    if record is None:
+        raise AdminError(f"no task {args.task_id!r} (unknown, expired or purged)")
+    view = describe(record, show_owner=args.show_owners, show_result=args.result, detail=True)
+    if args.json:
+        _json(view, out)
+        return 0
+    simple = [(key, view[key]) for key in _SHOWN if key in view]
+    _table([[f"{key}:", _safe(value if value is not None else "-")] for key, value in simple], out)
+    out.write("timeline:\n")
+    for entry in view["timeline"]:
+        message = f"  {_safe(entry['statusMessage'], 80)}" if entry["statusMessage"] else ""
+        out.write(f"  {entry['at']}  {entry['status']}{message}\n")
+    for key in ("inputRequests", "error") + (("arguments", "result") if args.result else ()):
+        if view.get(key):
+            out.write(f"{key}:\n")
+            for line in json.dumps(view[key], indent=2, ensure_ascii=True).splitlines():
+                out.write(f"  {line}\n")
+    return 0
+
+
+async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+    before = await store.get(args.task_id)
+    record = await cancel_task(store, args.task_id, reason=args.reason)
+    if before is None or record is None:
+        raise AdminError(f"no task {args.task_id!r} (unknown, expired or purged)")
+    changed = not before.terminal
+    if args.json:
+        _json({"taskId": record.task_id, "status": record.status, "changed": changed}, out)
+    elif changed:
+        out.write(f"{record.task_id}: cancelled\n")
+    else:
+        out.write(f"{record.task_id}: already {record.status}, unchanged\n")
+    return 0
+
+
+async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        cutoff = time.time() - parse_duration(args.older_than)
+        statuses = _split(args.status) or frozenset(TERMINAL_STATUSES)
+        deleted = await store.purge(statuses, cutoff)
+    except ValueError as exc:
+        raise AdminError(str(exc)) from None
+    if args.json:
+        _json({"deleted": deleted, "statuses": sorted(statuses), "olderThan": iso(cutoff)}, out)
+    else:
+        out.write(
+            f"deleted {deleted} {'/'.join(sorted(statuses))} task(s) last updated before {iso(cutoff)}\n"
+        )
+    return 0
+
+
+async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+    stats = await store.stats()
+    now = time.time()
+    if args.json:
+        data = stats.to_dict()
+        data["oldest_active"] = iso(stats.oldest_active)
+        for lease in data["runners"].values():
+            lease["expires_at"] = iso(lease["expires_at"])
+        _json(data, out)
+        return 0
+    statuses = [s for s in _STATUS_ORDER if s in stats.by_status or s in ACTIVE_STATUSES]
+    rows = [["TOOL", *(s.upper() for s in statuses), "TOTAL"]]
+    for tool, counts in sorted(stats.by_tool.items()):
+        rows.append([_safe(tool, 32), *(str(counts.get(s, 0)) for s in statuses), str(sum(counts.values()))])
+    rows.append(["(all)", *(str(stats.by_status.get(s, 0)) for s in statuses), str(stats.total)])
+    _table(rows, out)
+    oldest = (
+        "-"
+        if stats.oldest_active is None
+        else f"{iso(stats.oldest_active)} ({age_text(now - stats.oldest_active)} ago)"
+    )
+    out.write(f"oldest active: {oldest}\nqueued (no runner yet): {stats.queued}\n")
+    if stats.runners:
+        out.write("live runners:\n")
+        lease_rows = [["RUNNER", "ACTIVE TASKS", "LEASE ENDS IN"]]
+        for name, lease in stats.runners.items():
+            lease_rows.append(
+                [_safe(name, 40), str(lease.active_tasks), f"{max(0.0, lease.expires_at - now):.1f}s"]
+            )
+        _table(lease_rows, out)
+    else:
+        out.write("live runners: none\n")
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[TaskStore, argparse.Namespace, TextIO], Awaitable[int]]] = {
+    "list": _list,
+    "show": _show,
+    "cancel": _cancel,
+    "purge": _purge,
+    "stats": _stats,
+}
+
+
+def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run one `mcptasks admin` command; errors are reported in one line (exit status 2)."""
+    stream = sys.stdout if out is None else out
+    url = args.store or os.environ.get(STORE_ENV)
+    try:
+        if not url:
+            raise AdminError(f"name the task store: --store URL or ${STORE_ENV}")
+        if getattr(args, "limit", 1) < 1:
+            raise AdminError("--limit must be a positive integer")
+
+        async def run() -> int:
+            try:
+                async with open_store(url) as store:
+                    return await _COMMANDS[args.admin_command](store, args, stream)
+            except AdminError:
+                raise
+            except ValueError as exc:
+                raise AdminError(str(exc)) from None
+            except (OSError, RuntimeError) as exc:
+                raise AdminError(f"cannot use the task store: {exc}") from None
+
+        return anyio.run(run)
+    except AdminError as exc:
+        print(f"mcptasks admin: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    """The `--store URL` option of the operator commands."""
+    parser.add_argument(
+        "--store", help=f"task store URL (sqlite:///..., redis://..., postgresql://...); also ${STORE_ENV}"
+    )
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `admin` subcommand (it sets `handler(args) -> int`)."""
+    admin = commands.add_parser(
+        "admin",
+        help="inspect, cancel and purge tasks straight from the store (operators)",
+        description="Operator commands over the task store. They bypass MCP: store access is the credential.",
+    )
+    actions = admin.add_subparsers(
+        dest="admin_command", required=True, metavar="{list,show,cancel,purge,stats}"
+    )
+
+    def action(name: str, text: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
+        add_store_option(parser)
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        parser.set_defaults(handler=run_admin)
+        return parser
+
+    listing = action("list", "list tasks, newest first")
+    listing.add_argument("--status", action="append", help="only these statuses (repeat or comma-separate)")
+    listing.add_argument("--tool", action="append", help="only these tools (repeat or comma-separate)")
+    listing.add_argument("--owner", help="only tasks of this owner (the exact owner string)")
+    listing.add_argument("--since", help="only tasks created since: a duration ago (2h) or an ISO time")
+    listing.add_argument(
+        "--limit", type=int, default=50, help="most tasks to print (default 50, at most 1000)"
+    )
+    listing.add_argument("--after", metavar="CURSOR", help="continue a listing (the cursor it printed)")
+    listing.add_argument("--show-owners", action="store_true", help="print owners instead of their hashes")
+
+    show = action("show", "print one task: record, input requests, error, timeline")
+    show.add_argument("task_id")
+    show.add_argument("--result", action="store_true", help="also print the arguments and the result")
+    show.add_argument("--show-owners", action="store_true", help="also print the owner")
+
+    cancel = action("cancel", "cancel a task (as its owner would; terminal tasks stay as they are)")
+    cancel.add_argument("task_id")
+    cancel.add_argument("--reason", default=OPERATOR_CANCEL_REASON, help="the statusMessage to set")
+
+    purge = action("purge", "delete finished tasks last updated before a given age")
+    purge.add_argument(
+        "--status", action="append", help="completed, failed and/or cancelled (default: all three)"
+    )
+    purge.add_argument("--older-than", required=True, help="age such as 7d, 12h, 1h30m")
+
+    action("stats", "counts by status and tool, oldest active task, queue depth, live runners")

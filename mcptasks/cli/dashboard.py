@@ -1,0 +1,87 @@
+"""`mcptasks dashboard`: serve the dashboard for a store with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+
+from mcptasks._runtime.operator import check_operator_url
+from mcptasks.cli.admin import STORE_ENV, add_store_option
+
+__all__ = ["TOKEN_ENV", "is_loopback", "register", "run_dashboard"]
+
+TOKEN_ENV = "MCPTASKS_DASHBOARD_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    """Check the options, then serve until interrupted; errors are one line (exit status 2)."""
+    import uvicorn
+
+    from mcptasks.dashboard.app import dashboard_app
+
+    def fail(message: str) -> int:
+        print(f"mcptasks dashboard: error: {message}", file=sys.stderr)
+        return 2
+
+    url = args.store or os.environ.get(STORE_ENV)
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if not url:
+        return fail(f"name the task store: --store URL or ${STORE_ENV}")
+    try:
+        check_operator_url(url)
+    except ValueError as exc:
+        return fail(str(exc))
+    if not 0 < args.port < 65536:
+        return fail(f"--port must be between 1 and 65535, got {args.port}")
+    if not is_loopback(args.host) and token is None:
+        return fail(
+            f"refusing to listen on {args.host} without an operator token: set ${TOKEN_ENV} "
+            "(or --token), or keep the default --host 127.0.0.1"
+        )
+    try:
+        app = dashboard_app(
+            url, token=token, title=args.title, refresh=args.refresh, show_results=not args.no_results
+        )
+    except ValueError as exc:
+        return fail(str(exc))
+    cancel = "cancel enabled (operator token set)" if token else "read-only (no operator token)"
+    print(f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}", flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `dashboard` subcommand (it sets `handler(args) -> int`)."""
+    parser = commands.add_parser(
+        "dashboard",
+        help="serve a live web dashboard of the task store (operators)",
+        description="Serve a live web dashboard of the task store. Reads need no token; cancelling does.",
+    )
+    add_store_option(parser)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)"
+    )
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--token",
+        help=f"operator token that enables the cancel button (prefer ${TOKEN_ENV}: arguments are visible to ps)",
+    )
+    parser.add_argument("--title", default="mcptasks", help="page title")
+    parser.add_argument("--refresh", type=float, default=2.0, help="seconds between live updates (default 2)")
+    parser.add_argument("--no-results", action="store_true", help="leave task results out of the detail view")
+    parser.set_defaults(handler=run_dashboard)

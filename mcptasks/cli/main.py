@@ -1,0 +1,386 @@
+"""The `mcptasks` command line: `serve` and `worker` (server side), `call` and `tasks` (client side)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcptasks import __version__
+from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
+from mcptasks.cli.startup import Startup, ToolLine
+from mcptasks.server.stdio_stop import serve_stdio
+from mcptasks.stores.url import MissingExtra, store_error_hint
+
+STORE_ENV = "MCPTASKS_STORE"
+
+
+class CliError(Exception):
+    """A user error the CLI reports in one line (exit status 2)."""
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, sep, attr = target.rpartition(":")
+    # A Windows drive letter or a plain target has no usable attribute part.
+    if not sep or not path or "/" in attr or "\\" in attr:
+        return target, "app"
+    return path, attr or "app"
+
+
+def load_target(target: str) -> Any:
+    """Load `path/to/file.py[:attr]` or `package.module[:attr]` (attr defaults to `app`)."""
+    location, attr = _split_target(target)
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        path = Path(location)
+        if not path.is_file():
+            raise CliError(f"cannot load {target!r}: no such file {str(path)!r}")
+        module_name = f"_mcptasks_target_{path.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise CliError(f"cannot load {target!r}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            spec.loader.exec_module(module)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
+        except Exception as exc:
+            raise CliError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from exc
+    else:
+        try:
+            module = importlib.import_module(location)
+        except MissingExtra as exc:
+            raise CliError(f"cannot load {target!r}: {exc}") from None
+        except ImportError as exc:
+            raise CliError(f"cannot import module {location!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise CliError(
+            f"{location!r} has no attribute {attr!r} (name the server object as TARGET:ATTR)"
+        ) from None
+
+
+def _check_port(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _check_store(store_object: Any, shown: str) -> None:
+    """Open and close `store_object` once, so an unusable store is one error line, not a traceback."""
+    import anyio
+
+    async def probe() -> None:
+        await store_object.open()
+        await store_object.close()
+
+    try:
+        anyio.run(probe)
+    except MissingExtra as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:
+        leaf: BaseException = exc
+        while getattr(leaf, "exceptions", None):
+            leaf = leaf.exceptions[0]  # type: ignore[attr-defined]
+        text = str(leaf).rstrip(". ") or type(leaf).__name__
+        raise CliError(f"cannot open the task store {shown}: {text}; {store_error_hint(leaf)}") from None
+
+
+def _store(store: str | None) -> Any:
+    """The store named by --store or the environment, checked by opening it once (None: unset)."""
+    from mcptasks.stores.url import redact_url, store_from_url
+
+    store_url = store or os.environ.get(STORE_ENV)
+    if not store_url:
+        return None
+    try:
+        store_object = store_from_url(store_url)
+    except (ValueError, MissingExtra) as exc:
+        raise CliError(str(exc)) from None
+    _check_store(store_object, redact_url(store_url))
+    return store_object
+
+
+def _exit_when_stuck(stuck: list[str]) -> None:
+    """At shutdown, leave bodies that ignore cancellation behind instead of waiting forever."""
+    print(
+        f"mcptasks: exiting without waiting for {len(stuck)} task bodies that ignore cancellation",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
+
+
+def _extension_of(server: Any) -> Any:
+    """The `TasksExtension` of a TaskServer or MCPServer (None when an MCPServer has none)."""
+    from mcptasks.server.app import TaskServer
+    from mcptasks.server.extension import extension_of
+
+    return server.extension if isinstance(server, TaskServer) else extension_of(server)
+
+
+def _extension(server: Any, target: str) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcptasks.server.app import TaskServer
+
+    if not isinstance(server, (TaskServer, MCPServer)):
+        raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    extension = _extension_of(server)
+    if extension is None:
+        raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+    return extension
+
+
+def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_format: str) -> Startup:
+    """What the start-up block shows for this server."""
+    import anyio
+
+    from mcptasks.stores.url import describe_store
+
+    startup = Startup(server=str(mcp.name), url=url, log_level=log_level, log_format=log_format)
+    task_tools = extension.task_tools if extension is not None else {}
+    if extension is not None:
+        startup.store = describe_store(extension.engine.store)
+        startup.runs_tasks = extension.engine.run_tasks
+        startup.fallback = extension.protocol.fallback
+    for listed in anyio.run(mcp.list_tools):
+        tool = task_tools.get(listed.name)
+        if tool is None:
+            startup.tools.append(ToolLine(listed.name))
+        else:
+            own = tool.fallback if tool.fallback not in (None, startup.fallback) else None
+            startup.tools.append(ToolLine(listed.name, tool.task_support, own))
+    return startup
+
+
+def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str) -> None:
+    """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
+    import anyio
+    import uvicorn
+
+    from mcptasks.server.app import uvicorn_server
+    from mcptasks.server.http_hints import ProtocolVersionHint
+
+    app = mcp.streamable_http_app(streamable_http_path=path, host=host)
+    app.add_middleware(ProtocolVersionHint)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        log_level="debug" if log_level == "debug" else "warning",
+        access_log=log_level == "debug",
+    )
+    anyio.run(uvicorn_server(config, extension).serve)
+
+
+def serve(
+    target: str,
+    *,
+    transport: str,
+    host: str,
+    port: int,
+    path: str,
+    store: str | None,
+    enqueue_only: bool = False,
+    lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
+) -> None:
+    """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+
+    from mcptasks.server.app import TaskServer
+    from mcptasks.stores.url import describe_store
+
+    server = load_target(target)
+    if not isinstance(server, (TaskServer, MCPServer)):
+        raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
+    store_object = _store(store)
+    if store_object is not None or enqueue_only or lease_ttl is not None:
+        extension = _extension(server, target)
+        if store_object is not None:
+            extension.use_store(store_object)
+        if enqueue_only:
+            extension.engine.run_tasks = False
+        if lease_ttl is not None:
+            extension.engine.lease_ttl = lease_ttl
+    extension = _extension_of(server)
+    if store_object is None and extension is not None:  # the store the file configured
+        _check_store(extension.engine.store, describe_store(extension.engine.store))
+    if transport == "http":
+        _check_port(host, port)
+    if extension is not None:
+        extension.engine.on_stuck_shutdown = _exit_when_stuck
+    mcp = server.mcp if isinstance(server, TaskServer) else server
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
+    configure_logging(log_level, log_format)
+    startup = _startup(mcp, extension, url, log_level, log_format)
+    if transport == "http":
+        startup.print(sys.stderr)
+        _serve_http(mcp, extension, host, port, path, log_level)
+    elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
+        raise KeyboardInterrupt
+
+
+def work(
+    target: str,
+    *,
+    store: str | None,
+    concurrency: int | None,
+    lease_ttl: float | None = None,
+    log_level: str = "info",
+    log_format: LogFormat = "text",
+) -> None:
+    """Load TARGET and run its queued tasks from the shared store until interrupted."""
+    import anyio
+
+    extension = _extension(load_target(target), target)
+    store_object = _store(store)
+    if store_object is None:
+        raise CliError(f"a worker needs a shared store: pass --store URL or set {STORE_ENV}")
+    if not store_object.durable:
+        raise CliError(
+            "a worker needs a store shared between processes (redis://, postgresql://, sqlite:///)"
+        )
+    extension.use_store(store_object)
+    engine = extension.engine
+    engine.run_tasks = True
+    engine.on_stuck_shutdown = _exit_when_stuck
+    engine.max_concurrent = concurrency
+    if lease_ttl is not None:
+        engine.lease_ttl = lease_ttl
+    configure_logging(log_level, log_format)
+
+    async def run() -> None:
+        async with engine:
+            print(f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools", flush=True)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    break
+
+    anyio.run(run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `mcptasks` command."""
+    parser = argparse.ArgumentParser(
+        prog="mcptasks", description="Long-running MCP tools with the Tasks extension."
+    )
+    parser.add_argument("--version", action="version", version=f"mcptasks {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="serve a TaskServer or MCPServer")
+    run.add_argument(
+        "target", help="path/to/file.py[:attr] or package.module[:attr] (attr defaults to 'app')"
+    )
+    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=int, default=8000)
+    run.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
+    run.add_argument(
+        "--store",
+        help=f"task store URL (memory://, sqlite:///tasks.db, redis://, postgresql://); also ${STORE_ENV}",
+    )
+    run.add_argument(
+        "--enqueue-only",
+        action="store_true",
+        help="create tasks but leave running them to `mcptasks worker` processes on the same store",
+    )
+    worker = commands.add_parser(
+        "worker", help="run queued tasks of a TaskServer from a shared store, serving nothing"
+    )
+    worker.add_argument("target", help="the same TARGET the serving replicas use")
+    worker.add_argument("--store", help=f"the shared task store URL; also ${STORE_ENV}")
+    worker.add_argument(
+        "--concurrency", type=int, default=None, help="most tasks run at once (default: no bound)"
+    )
+    for command in (run, worker):
+        command.add_argument(
+            "--lease-ttl",
+            type=float,
+            default=None,
+            help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
+        )
+        command.add_argument(
+            "--log-level",
+            choices=LOG_LEVELS,
+            default="info",
+            help="level of mcptasks' log records on stderr (default info: one line per task transition)",
+        )
+        command.add_argument(
+            "--log-format",
+            choices=LOG_FORMATS,
+            default="text",
+            help="text lines, or one JSON object per line for log collectors (default text)",
+        )
+    from mcptasks.cli import admin as admin_cli
+    from mcptasks.cli import call as call_cli
+    from mcptasks.cli import dashboard as dashboard_cli
+
+    call_cli.register(commands)
+    admin_cli.register(commands)
+    dashboard_cli.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `mcptasks` and `python -m mcptasks`."""
+    args = build_parser().parse_args(argv)
+    try:
+        if getattr(args, "lease_ttl", None) is not None and not args.lease_ttl > 0:
+            raise CliError("--lease-ttl must be a positive number of seconds")
+        if args.command == "serve":
+            if not 0 < args.port < 65536:
+                raise CliError(f"--port must be between 1 and 65535, got {args.port}")
+            serve(
+                args.target,
+                transport=args.transport,
+                host=args.host,
+                port=args.port,
+                path=args.path,
+                store=args.store,
+                enqueue_only=args.enqueue_only,
+                lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
+            )
+        elif args.command == "worker":
+            if args.concurrency is not None and args.concurrency < 1:
+                raise CliError("--concurrency must be a positive integer")
+            work(
+                args.target,
+                store=args.store,
+                concurrency=args.concurrency,
+                lease_ttl=args.lease_ttl,
+                log_level=args.log_level,
+                log_format=args.log_format,
+            )
+        else:
+            handler: Callable[[argparse.Namespace], int] = args.handler
+            return handler(args)
+    except CliError as exc:
+        print(f"mcptasks: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

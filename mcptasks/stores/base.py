@@ -1,0 +1,245 @@
+"""The store contract every backend implements, and the record it stores.
+
+A store keeps `TaskRecord`s. It does not know what a task body is: the engine owns the state
+machine and writes every change through `replace`, a compare-and-set on the record's `version`.
+Stores enforce the two rules nothing may bypass: a terminal record never changes, and an expired
+record is invisible. Wake-ups travel through `publish`/`subscribe`, so an update or cancel received
+by one process can reach the body running in another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from mcptasks.wire import TERMINAL_STATUSES, TaskStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
+
+MAX_TRANSITIONS = 50
+"""Most entries a record's `transitions` keeps (the first, then the latest)."""
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task as stored. Treat it as a value: build changed copies with `evolve`."""
+
+    task_id: str
+    owner: str
+    tool: str
+    status: TaskStatus = "working"
+    status_message: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = 0.0
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Outstanding input requests, key -> `{method, params}`."""
+    input_responses: dict[str, Any] = field(default_factory=dict)
+    """Answers received for keys the body has not consumed yet."""
+    input_key_counter: int = 0
+    """How many input keys this task has issued; keys are never reused."""
+    runner: str | None = None
+    """Identity of the engine instance that runs the body; None while queued for a worker."""
+    attempt: int = 1
+    """How many times the body has been started (re-runs after a lost worker raise it)."""
+    idempotency_key: str | None = None
+    """Client-chosen key: a second create with the same (owner, key) returns the first task."""
+    checkpoint: Any = None
+    """JSON state the body saved with `ctx.checkpoint(...)`; a re-run starts with it (`ctx.saved`)."""
+    client_capabilities: dict[str, Any] | None = None
+    """The input capabilities (`elicitation`, `sampling`, `roots`) the creating request declared;
+    the body may only ask for input through these. None: not restricted."""
+    version: int = 0
+    # -- operator fields ---------------------------------------------------------------------
+    transitions: list[list[Any]] = field(default_factory=list)
+    """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
+    `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
+    trace: dict[str, str] | None = None
+    """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
+    telemetry in any process can link the task's spans to it; None without telemetry."""
+
+    def __post_init__(self) -> None:
+        if not self.updated_at:
+            self.updated_at = self.created_at
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task reached `completed`, `failed` or `cancelled`."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def expires_at(self) -> float | None:
+        """Epoch seconds after which the record may be deleted (`None`: never)."""
+        if self.ttl_ms is None:
+            return None
+        return self.created_at + self.ttl_ms / 1000.0
+
+    def expired(self, now: float) -> bool:
+        """Whether the record's TTL has elapsed at `now`."""
+        expires_at = self.expires_at
+        return expires_at is not None and now >= expires_at
+
+    def evolve(self, **changes: Any) -> TaskRecord:
+        """A copy with `changes` applied and `updated_at` moved to now (never backwards)."""
+        changes.setdefault("updated_at", max(time.time(), self.updated_at))
+        status = changes.get("status", self.status)
+        if status != self.status and "transitions" not in changes:
+            entry = [changes["updated_at"], status, changes.get("status_message", self.status_message)]
+            kept = self.transitions
+            if len(kept) >= MAX_TRANSITIONS:
+                kept = [kept[0], *kept[len(kept) - MAX_TRANSITIONS + 2 :]]
+            changes["transitions"] = [*kept, entry]
+        copy = self.copy()
+        for name, value in changes.items():
+            if name not in _FIELD_NAMES:
+                raise TypeError(f"TaskRecord has no field {name!r}")
+            setattr(copy, name, value)
+        return copy
+
+    def copy(self) -> TaskRecord:
+        """A shallow copy (nested dicts are shared: records are values, never mutated in place)."""
+        copy: TaskRecord = _copy_record(self)
+        return copy
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field (what serialising stores write)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
+        """Rebuild a record from `to_dict` output, ignoring unknown keys."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+RECORD_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "owner",
+    "tool",
+    "status",
+    "version",
+    "created_at",
+    "updated_at",
+    "runner",
+    "idempotency_key",
+)
+"""The record fields SQL stores keep in columns of their own (the rest goes into a JSON body)."""
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(TaskRecord))
+
+
+def _compile_copier() -> Any:
+    # dataclasses.replace re-runs __init__ and costs ~10x a plain field-by-field copy; records
+    # are copied several times per transition, so the copy is generated once, field by field.
+    lines = ["def copy(record):", "    new = _new(_cls)"]
+    lines += [f"    new.{name} = record.{name}" for name in sorted(_FIELD_NAMES)]
+    lines.append("    return new")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": TaskRecord}
+    exec("\n".join(lines), namespace)
+    return namespace["copy"]
+
+
+_copy_record = _compile_copier()
+
+
+CHANGED_PREFIX = "~"
+"""Prefix of the ids the engine publishes after every write of a record: listen streams re-read
+the task and push it; runners ignore them. Task ids never contain it."""
+
+
+class TaskExists(Exception):
+    """`create` was given a task id that is already stored."""
+
+
+@runtime_checkable
+class TaskStore(Protocol):
+    """What the engine needs from a backend. All methods are coroutines except `subscribe`.
+
+    Contract (checked by `mcptasks.testing.store_contract`):
+
+    - `create` is durable: once it returns, `get` from any process sees the record.
+    - `get` hides expired records, and with `owner` given, records of other owners.
+    - `replace` is compare-and-set: it writes `record` only if the stored version equals
+      `expected_version` and the stored record is not terminal; on success the stored (and the
+      given) record's `version` becomes `expected_version + 1`.
+    - `publish(task_id)` reaches every live `subscribe()` iterator, in this process or another.
+    - `heartbeat`/`live_runners` tell which engine instances are alive, so the tasks of a dead one
+      can be failed (or re-run) by the survivors.
+    - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
+
+    Optional members the engine uses when present: `outage_errors`, a tuple of the exception
+    types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
+    out; and `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    heartbeat thread on its own event loop.
+    """
+
+    durable: bool
+    """True when records survive a process restart (orphans are then recovered at start-up)."""
+
+    async def open(self) -> None:
+        """Acquire connections, create or migrate the schema."""
+
+    async def close(self) -> None:
+        """Release everything `open` acquired."""
+
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """Store a new record durably and return it; raise `TaskExists` if its id is taken.
+
+        When `record.idempotency_key` is set and an unexpired record with the same owner and key
+        exists, store nothing and return that record instead.
+        """
+
+    async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+        """The record, or None when unknown, expired, or owned by someone other than `owner`."""
+
+    async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set; False when the version moved on or the stored record is terminal."""
+
+    async def list_active(self) -> list[TaskRecord]:
+        """Every unexpired record that is `working` or `input_required`."""
+
+    async def delete_expired(self, now: float) -> int:
+        """Delete records whose TTL elapsed at `now`; return how many."""
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        """Record that engine instance `runner` is alive for the next `ttl` seconds."""
+
+    async def live_runners(self) -> set[str]:
+        """The runners whose last heartbeat has not expired."""
+
+    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
+        """Assign up to `limit` queued records (active, unexpired, `runner is None`), oldest
+        first, to `runner`, bumping their versions; return them. Each record goes to one claimer."""
+
+    # -- operator queries (admin CLI, dashboard; they cross owners) ------------------------------
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Unexpired records matching `query`, newest first (`created_at`, then `task_id`,
+        descending), at most `limit` (capped at `admin.MAX_PAGE`); `after` is a previous page's
+        `next_cursor`. `ValueError` for a malformed cursor or a limit below 1."""
+
+    async def stats(self) -> TaskStats:
+        """Counts of unexpired records by status and by tool, the oldest active record's
+        `created_at`, the queue depth, and the live runners with their lease ends."""
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than` (epoch
+        seconds); return how many. `ValueError` when `statuses` names an active status."""
+
+    async def publish(self, task_id: str) -> None:
+        """Announce that `task_id` changed in a way its runner must see (input, cancel)."""
+
+    def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """An iterator of task ids passed to `publish`, live while the context is open."""

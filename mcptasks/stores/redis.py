@@ -1,0 +1,818 @@
+"""`RedisTaskStore`: records in Redis, shared by every replica (`redis://host:port/db`, `rediss://...`).
+
+Redis is the single source of truth: any number of engine instances, in any number of processes
+or hosts, can share one Redis database (and one key prefix) and see each other's records, claims,
+heartbeats and wake-ups. Requires redis-py >= 5.0.1 (`pip install 'mcptasks[redis]'`) and Redis >= 6;
+asyncio only (redis-py does not run on trio).
+
+Durability: a `create` or `replace` that returned has been applied by the Redis server. Whether it
+survives a restart of the *server* is the server's persistence configuration (AOF with
+`appendfsync everysec` loses at most about a second; RDB snapshots lose everything since the last
+snapshot; `--save "" --appendonly no` keeps nothing). With replicas, a failover may lose writes
+that had not reached the replica yet.
+
+Key layout (`P` is the `prefix`, default `mcptasks`):
+
+- `P:task:{task_id}` -- hash: `body` (JSON of every record field but `version` and `runner`),
+  `version`, `runner` (absent: None), `status`, `expires` (`expires_at`, absent: never), `idem`
+  (the idempotency key holding this task, if any), `w` (id of the last create/replace call, so a
+  call retried by the client after a lost reply is recognised). Keys of records with a TTL carry a
+  Redis expiry `KEY_TTL_GRACE_MS` after `expires_at`, a backstop should `delete_expired` never
+  run; `get` hides an expired record by `expires_at` exactly, whatever the key's TTL.
+- `P:active` -- sorted set of `working` / `input_required` task ids, score `created_at`.
+- `P:queued` -- the subset of `P:active` with `runner` None (what `claim` takes), same score.
+- `P:expiry` -- sorted set of the ids of records with a TTL, score `expires_at`.
+- `P:idem:{sha256(owner)[:32]}:{key}` -- string: the id of the task holding that owner's
+  idempotency key; same Redis expiry as the task's key.
+- `P:runners` -- sorted set of engine instance ids, score: heartbeat expiry (epoch seconds).
+- `P:claim:{call id}` -- list of the ids one `claim` call took, kept `CLAIM_LOG_TTL_MS` so a
+  retried call returns the same records instead of taking more.
+- Pub/sub channel `P:changes` -- `publish`/`subscribe`.
+
+Every write that must be atomic (`create` with its idempotency check, the compare-and-set
+`replace`, `claim`, `delete_expired`) is one Lua script. Some scripts derive task keys from ids
+they read, so the store targets a standalone Redis (or Sentinel / a managed primary); it is not
+written for Redis Cluster.
+
+Times are this host's `time.time()`, as with the other stores: keep the clocks of the hosts
+sharing a store in sync (the Redis server's clock only drives the backstop key expiry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal, Protocol, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import anyio
+
+from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
+from mcptasks.stores.base import TaskExists, TaskRecord
+from mcptasks.stores.url import MissingExtra, redact_url
+
+try:
+    import redis.asyncio as aioredis
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv without the extra
+    if (exc.name or "").partition(".")[0] != "redis":
+        raise
+    raise MissingExtra("Redis", "redis", "redis") from exc
+
+__all__ = [
+    "CLAIM_LOG_TTL_MS",
+    "CONNECT_TIMEOUT",
+    "KEY_TTL_GRACE_MS",
+    "MAX_CLAIM",
+    "MAX_CONNECTIONS",
+    "POOL_TIMEOUT",
+    "RedisTaskStore",
+    "redact_url",
+]
+
+logger = logging.getLogger(__name__)
+
+KEY_TTL_GRACE_MS = 60_000
+"""How long after `expires_at` Redis drops a record's key by itself (absorbs clock skew between
+the hosts and the server; `delete_expired` normally removes records before that)."""
+
+CLAIM_LOG_TTL_MS = 60_000
+"""How long the ids one `claim` call took are kept, for recognising a retried call."""
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a TCP connection when the URL sets no `socket_connect_timeout`."""
+
+MAX_CONNECTIONS = 64
+"""Connections one store opens at most when the URL sets no `max_connections`; each open
+subscription holds one. Callers beyond that wait for a free connection (they do not fail)."""
+
+POOL_TIMEOUT = 20.0
+"""Seconds a call waits for a free connection when the URL sets no `timeout`, before failing
+with a `redis.exceptions.ConnectionError`."""
+
+HEALTH_CHECK_INTERVAL = 2.0
+"""A pooled connection idle this many seconds is checked with a PING before its next use, so the
+first calls after a Redis restart do not fail on connections the old server closed."""
+
+MAX_CLAIM = 10_000
+"""Most records one `claim` call takes (a larger `limit` is capped)."""
+
+_DELETE_BATCH = 500
+"""Expired records one `delete_expired` script run deletes (it runs again while there are more)."""
+
+_READ_BATCH = 500
+"""Records fetched per round trip by `list_active`."""
+
+_MAX_EXPIRE_MS = 2**47
+"""Expiry times beyond this (about year 6429) are not given to Redis; the key just has no TTL."""
+
+_RESUBSCRIBE_BACKOFF = (0.1, 5.0)
+"""First and longest pause (seconds) between attempts to restore a lost subscription."""
+
+_ACTIVE = ("working", "input_required")
+
+# -- Lua ---------------------------------------------------------------------------------------
+#
+# create/replace ARGV: 1 task_id, 2 call id, 3 now, 4 body, 5 version (as stored after the write),
+# 6 status, 7 "1" if active, 8 "1" if runner is set, 9 runner, 10 created_at, 11 expires_at or "",
+# 12 key expiry (epoch ms) or "", 13 idempotency key name or "", 14 task key prefix;
+# replace adds 15 expected version.
+# create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 idempotency key (when ARGV[13]).
+# Numbers travel as the strings Python formatted (repr of floats) and are never turned back into
+# strings by Lua, whose number formatting would lose precision.
+
+_WRITE_LUA = """
+local function write_record(task, id)
+  local set = {'body', ARGV[4], 'version', ARGV[5], 'status', ARGV[6], 'w', ARGV[2]}
+  local del = {}
+  if ARGV[8] == '1' then
+    table.insert(set, 'runner'); table.insert(set, ARGV[9])
+  else
+    table.insert(del, 'runner')
+  end
+  if ARGV[11] ~= '' then
+    table.insert(set, 'expires'); table.insert(set, ARGV[11])
+  else
+    table.insert(del, 'expires')
+  end
+  if ARGV[13] ~= '' then
+    table.insert(set, 'idem'); table.insert(set, ARGV[13])
+  else
+    table.insert(del, 'idem')
+  end
+  redis.call('HSET', task, unpack(set))
+  if #del > 0 then
+    redis.call('HDEL', task, unpack(del))
+  end
+  if ARGV[11] ~= '' then
+    redis.call('ZADD', KEYS[4], ARGV[11], id)
+  else
+    redis.call('ZREM', KEYS[4], id)
+  end
+  if ARGV[12] ~= '' then
+    redis.call('PEXPIREAT', task, ARGV[12])
+  else
+    redis.call('PERSIST', task)
+  end
+  if ARGV[7] == '1' then
+    redis.call('ZADD', KEYS[2], ARGV[10], id)
+    if ARGV[8] == '1' then
+      redis.call('ZREM', KEYS[3], id)
+    else
+      redis.call('ZADD', KEYS[3], ARGV[10], id)
+    end
+  else
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+  end
+end
+
+-- The unexpired task other than `id` holding the idempotency key KEYS[5], as
+-- {task_id, body, version, runner}, or false.
+local function live_holder(id, now)
+  local holder = redis.call('GET', KEYS[5])
+  if not holder or holder == id then
+    return false
+  end
+  local h = redis.call('HMGET', ARGV[14] .. holder, 'body', 'version', 'runner', 'expires')
+  if not h[1] or (h[4] and tonumber(h[4]) <= now) then
+    return false
+  end
+  return {holder, h[1], h[2], h[3]}
+end
+
+local function take_idem(id)
+  redis.call('SET', KEYS[5], id)
+  if ARGV[12] ~= '' then
+    redis.call('PEXPIREAT', KEYS[5], ARGV[12])
+  end
+end
+"""
+
+_CREATE_LUA = (
+    _WRITE_LUA
+    + """
+local id = ARGV[1]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'w') == ARGV[2] then
+    return {'created'}  -- this very call already ran (the client retried after a lost reply)
+  end
+  return {'exists'}
+end
+if ARGV[13] ~= '' then
+  local holder = live_holder(id, tonumber(ARGV[3]))
+  if holder then
+    return {'held', holder[2], holder[3], holder[4]}
+  end
+end
+write_record(KEYS[1], id)
+if ARGV[13] ~= '' then
+  take_idem(id)
+end
+return {'created'}
+"""
+)
+
+_REPLACE_LUA = (
+    _WRITE_LUA
+    + """
+local id = ARGV[1]
+local cur = redis.call('HMGET', KEYS[1], 'version', 'status', 'w', 'idem')
+if not cur[1] then
+  return 0
+end
+if cur[1] ~= ARGV[15] then
+  if cur[3] == ARGV[2] and cur[1] == ARGV[5] then
+    return 1  -- this very call already ran (the client retried after a lost reply)
+  end
+  return 0
+end
+if cur[2] == 'completed' or cur[2] == 'failed' or cur[2] == 'cancelled' then
+  return 0
+end
+write_record(KEYS[1], id)
+if cur[4] and cur[4] ~= ARGV[13] and redis.call('GET', cur[4]) == id then
+  redis.call('DEL', cur[4])
+end
+if ARGV[13] ~= '' and not live_holder(id, tonumber(ARGV[3])) then
+  take_idem(id)
+end
+return 1
+"""
+)
+
+# KEYS: 1 queued, 2 active, 3 this call's claim log. ARGV: 1 runner, 2 limit, 3 now,
+# 4 task key prefix, 5 claim log TTL (ms). Returns a flat list: task_id, body, version, ...
+_CLAIM_LUA = """
+local out = {}
+local log = redis.call('LRANGE', KEYS[3], 0, -1)
+if #log > 0 then
+  -- this very call already ran (the client retried after a lost reply): the same records again
+  for _, id in ipairs(log) do
+    local h = redis.call('HMGET', ARGV[4] .. id, 'body', 'version')
+    if h[1] then
+      table.insert(out, id); table.insert(out, h[1]); table.insert(out, h[2])
+    end
+  end
+  return out
+end
+local limit = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local taken = 0
+while taken < limit do
+  local ids = redis.call('ZRANGE', KEYS[1], 0, limit - taken - 1)
+  if #ids == 0 then
+    break
+  end
+  for _, id in ipairs(ids) do
+    -- every id looked at leaves the queue: claimed, or found not to be claimable
+    redis.call('ZREM', KEYS[1], id)
+    local key = ARGV[4] .. id
+    local h = redis.call('HMGET', key, 'status', 'runner', 'expires', 'body')
+    if not h[4] then
+      redis.call('ZREM', KEYS[2], id)
+    elseif (h[1] == 'working' or h[1] == 'input_required') and not h[2]
+        and (not h[3] or tonumber(h[3]) > now) then
+      redis.call('HSET', key, 'runner', ARGV[1])
+      local version = redis.call('HINCRBY', key, 'version', 1)
+      redis.call('RPUSH', KEYS[3], id)
+      table.insert(out, id); table.insert(out, h[4]); table.insert(out, version)
+      taken = taken + 1
+    end
+  end
+end
+if taken > 0 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
+return out
+"""
+
+# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 now, 2 batch size, 3 task key prefix.
+_DELETE_EXPIRED_LUA = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do
+  local key = ARGV[3] .. id
+  local idem = redis.call('HGET', key, 'idem')
+  if idem and redis.call('GET', idem) == id then
+    redis.call('DEL', idem)
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+end
+return #ids
+"""
+
+# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 task key prefix, 2.. task ids. Deletes the listed
+# records that are terminal (a terminal record never changes, so the caller's filter still holds).
+_PURGE_LUA = """
+local n = 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local key = ARGV[1] .. id
+  local h = redis.call('HMGET', key, 'status', 'idem')
+  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+    if h[2] and redis.call('GET', h[2]) == id then
+      redis.call('DEL', h[2])
+    end
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+class _PubSub(Protocol):
+    """The part of `redis.asyncio.client.PubSub` used here (redis-py leaves it unannotated)."""
+
+    async def subscribe(self, *channels: str) -> None: ...
+
+    async def get_message(
+        self,
+        ignore_subscribe_messages: bool = False,
+        timeout: float | None = 0.0,  # noqa: ASYNC109 -- redis-py's signature
+    ) -> dict[str, Any] | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _float(value: float) -> str:
+    """A float as a string Redis and Lua parse back to the very same double."""
+    return repr(float(value))
+
+
+def _call_id() -> str:
+    return os.urandom(12).hex()
+
+
+class _Subscription:
+    """The iterator `RedisTaskStore.subscribe` yields: the task ids published on the channel.
+
+    A lost connection is restored (and the channel subscribed again) with backoff; ids published
+    while it was down are lost, as pub/sub keeps nothing. Ends when the context exits or the
+    store closes.
+    """
+
+    def __init__(self, pubsub: _PubSub) -> None:
+        self._pubsub = pubsub
+        self._closed = False
+        self._scope: anyio.CancelScope | None = None
+
+    def __aiter__(self) -> _Subscription:
+        return self
+
+    async def __anext__(self) -> str:
+        backoff = _RESUBSCRIBE_BACKOFF[0]
+        while not self._closed:
+            message: dict[str, Any] | None = None
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                    backoff = _RESUBSCRIBE_BACKOFF[0]
+                except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                    if self._closed:
+                        break
+                    logger.warning("task store subscription lost (%s); reconnecting in %.1fs", exc, backoff)
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, _RESUBSCRIBE_BACKOFF[1])
+                finally:
+                    self._scope = None
+            if message is not None and message.get("type") == "message":
+                return _text(message["data"])
+        raise StopAsyncIteration
+
+    def stop(self) -> None:
+        """End the iteration: a waiting `__anext__` returns at once."""
+        self._closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+def _split_prefix(url: str) -> tuple[str, str | None]:
+    """Take `?prefix=name` out of a Redis URL (redis-py would reject it); return (url, prefix)."""
+    if not isinstance(url, str):
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for key, value in query if key == "prefix"]
+    if not prefixes:
+        return url, None
+    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefixes[-1]
+
+
+class RedisTaskStore:
+    """A durable, shared `TaskStore` in a Redis database (`redis://host:port/db`, `rediss://...`).
+
+    `url` is a redis-py URL (`redis://[[user]:password@]host[:port][/db][?option=value...]`);
+    `prefix` namespaces every key and the notification channel, so several deployments can share
+    one database. Pass `client` to use an existing `redis.asyncio.Redis` instead of creating one
+    from `url` (it must encode text as UTF-8, the default; `close` leaves it open), in which case
+    `url` only names the server in messages. The store's own client uses a blocking connection
+    pool (`MAX_CONNECTIONS`, `POOL_TIMEOUT`; URL options `max_connections=`, `timeout=` override
+    them), so bursts of concurrent calls queue for a connection; a given client keeps its own
+    pool (redis-py's default pool fails calls beyond 100 concurrent ones instead of waiting). Use
+    one instance from one asyncio event loop.
+    """
+
+    durable: bool = True
+    outage_errors: tuple[type[BaseException], ...] = (
+        RedisConnectionError,
+        RedisTimeoutError,
+        OSError,
+        TimeoutError,
+    )
+    """Exceptions that mean Redis is unreachable: the engine rides them out (`StoreRetry`)."""
+
+    def __init__(self, url: str, *, prefix: str | None = None, client: aioredis.Redis | None = None) -> None:
+        url, url_prefix = _split_prefix(url)
+        if prefix is not None and url_prefix is not None and prefix != url_prefix:
+            raise ValueError(f"two key prefixes given: {prefix!r} and ?prefix={url_prefix!r} in the URL")
+        prefix = prefix if prefix is not None else url_prefix if url_prefix is not None else "mcptasks"
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"Redis key prefix must be a non-empty string, got {prefix!r}")
+        scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
+        if client is None and scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(f"not a Redis URL: {redact_url(str(url))!r} (use redis://host:port/db)")
+        self._url = url
+        self._prefix = prefix
+        self._given_client = client
+        self._client: aioredis.Redis | None = None
+        self._state: Literal["new", "opening", "open", "closed"] = "new"
+        self._subscriptions: set[_Subscription] = set()
+        self._task_prefix = f"{prefix}:task:"
+        self._active = f"{prefix}:active"
+        self._queued = f"{prefix}:queued"
+        self._expiry = f"{prefix}:expiry"
+        self._runners = f"{prefix}:runners"
+        self._channel = f"{prefix}:changes"
+        self._create_script: AsyncScript | None = None
+        self._replace_script: AsyncScript | None = None
+        self._claim_script: AsyncScript | None = None
+        self._delete_script: AsyncScript | None = None
+        self._purge_script: AsyncScript | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL as given (it may hold a password: log `redact_url(store.url)` instead)."""
+        return self._url
+
+    def twin(self) -> RedisTaskStore | None:
+        """A new, unopened store on the same database and prefix (for another thread's event
+        loop); None when this store was given a client (its settings cannot be copied)."""
+        return None if self._given_client is not None else RedisTaskStore(self._url, prefix=self._prefix)
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of every key and of the notification channel."""
+        return self._prefix
+
+    @property
+    def channel(self) -> str:
+        """The pub/sub channel `publish` and `subscribe` use."""
+        return self._channel
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The Redis client in use (RuntimeError unless open)."""
+        return self._require_open()
+
+    def __repr__(self) -> str:
+        return f"RedisTaskStore({redact_url(self._url)!r}, prefix={self._prefix!r}, {self._state})"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect (or adopt the given client) and check the server answers a PING.
+
+        Raises the built-in `ConnectionError` naming the URL (password hidden) when the server
+        cannot be reached or refuses the connection (wrong password or database number, TLS
+        failure, not a Redis server, ...).
+        """
+        if self._state == "open":
+            return
+        if self._state == "opening":
+            raise RuntimeError(f"{self!r}: open() called while the store is opening")
+        self._state = "opening"
+        client = self._given_client
+        try:
+            if client is None:
+                pool = aioredis.BlockingConnectionPool.from_url(
+                    self._url,
+                    socket_connect_timeout=CONNECT_TIMEOUT,
+                    max_connections=MAX_CONNECTIONS,
+                    timeout=POOL_TIMEOUT,
+                    health_check_interval=HEALTH_CHECK_INTERVAL,
+                )
+                client = aioredis.Redis.from_pool(pool)
+            try:
+                await client.ping()
+            except (RedisError, OSError) as exc:  # refused, timed out, bad password or DB, not Redis...
+                raise ConnectionError(f"cannot reach Redis at {redact_url(self._url)}: {exc}") from exc
+        except BaseException:
+            self._state = "new"
+            if client is not None and client is not self._given_client:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
+            raise
+        self._client = client
+        self._create_script = client.register_script(_CREATE_LUA)
+        self._replace_script = client.register_script(_REPLACE_LUA)
+        self._claim_script = client.register_script(_CLAIM_LUA)
+        self._delete_script = client.register_script(_DELETE_EXPIRED_LUA)
+        self._purge_script = client.register_script(_PURGE_LUA)
+        self._state = "open"
+
+    async def close(self) -> None:
+        """End open subscriptions and release the client this store created. Idempotent."""
+        if self._state != "open":
+            return
+        self._state = "closed"
+        for subscription in tuple(self._subscriptions):
+            subscription.stop()
+        client, self._client = self._client, None
+        if client is not None and client is not self._given_client:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    def _require_open(self) -> aioredis.Redis:
+        if self._state != "open" or self._client is None:
+            if self._state == "closed":
+                raise RuntimeError(f"{self!r} is closed")
+            raise RuntimeError(f"{self!r} is not open: call `await store.open()` first")
+        return self._client
+
+    @staticmethod
+    def _script(script: AsyncScript | None) -> AsyncScript:
+        if script is None:  # only reachable when not open, which _require_open reports first
+            raise RuntimeError("RedisTaskStore is not open")
+        return script
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def _key(self, task_id: str) -> str:
+        return self._task_prefix + task_id
+
+    def _idem_key(self, owner: str, key: str) -> str:
+        digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{self._prefix}:idem:{digest}:{key}"
+
+    def _write_args(self, record: TaskRecord, call_id: str, version: int) -> tuple[list[str], list[str]]:
+        """KEYS and ARGV for the create / replace scripts, writing `record` with `version`."""
+        data = record.to_dict()
+        del data["version"], data["runner"]
+        expires_at = record.expires_at
+        key_expiry = ""
+        if expires_at is not None and math.isfinite(expires_at):
+            expiry_ms = math.ceil(expires_at * 1000) + KEY_TTL_GRACE_MS
+            if 0 < expiry_ms < _MAX_EXPIRE_MS:
+                key_expiry = str(expiry_ms)
+        idem = "" if record.idempotency_key is None else self._idem_key(record.owner, record.idempotency_key)
+        keys = [self._key(record.task_id), self._active, self._queued, self._expiry]
+        if idem:
+            keys.append(idem)
+        args = [
+            record.task_id,
+            call_id,
+            _float(time.time()),
+            json.dumps(data, separators=(",", ":")),
+            str(version),
+            record.status,
+            "1" if record.status in _ACTIVE else "0",
+            "0" if record.runner is None else "1",
+            record.runner or "",
+            _float(record.created_at),
+            "" if expires_at is None else _float(expires_at),
+            key_expiry,
+            idem,
+            self._task_prefix,
+        ]
+        return keys, args
+
+    @staticmethod
+    def _decode(body: bytes | str, version: bytes | str | int, runner: bytes | str | None) -> TaskRecord:
+        data: dict[str, Any] = json.loads(body)
+        data["version"] = int(version)
+        data["runner"] = None if runner is None else _text(runner)
+        return TaskRecord.from_dict(data)
+
+    # -- the TaskStore operations --------------------------------------------------------------
+
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """Store `record` and return it; `TaskExists` if its id is taken. Applied once this returns.
+
+        With an idempotency key held by an unexpired record of the same owner, nothing is stored
+        and that record is returned.
+        """
+        return await self._create(record, _call_id())
+
+    async def _create(self, record: TaskRecord, call_id: str) -> TaskRecord:
+        self._require_open()
+        keys, args = self._write_args(record, call_id, record.version)
+        reply = cast(list[Any], await self._script(self._create_script)(keys=keys, args=args))
+        outcome = _text(reply[0])
+        if outcome == "exists":
+            raise TaskExists(record.task_id)
+        if outcome == "held":
+            return self._decode(reply[1], reply[2], reply[3] if len(reply) > 3 else None)
+        return record
+
+    async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+        """The record, unless unknown, expired, or owned by someone other than `owner`."""
+        client = self._require_open()
+        body, version, runner = await client.hmget(self._key(task_id), ["body", "version", "runner"])
+        if body is None or version is None:
+            return None
+        record = self._decode(body, version, runner)
+        if record.expired(time.time()) or (owner is not None and record.owner != owner):
+            return None
+        return record
+
+    async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set on `version`; a stored terminal record is never changed."""
+        return await self._replace(record, expected_version, _call_id())
+
+    async def _replace(self, record: TaskRecord, expected_version: int, call_id: str) -> bool:
+        self._require_open()
+        keys, args = self._write_args(record, call_id, expected_version + 1)
+        args.append(str(expected_version))
+        if not int(await self._script(self._replace_script)(keys=keys, args=args)):
+            return False
+        record.version = expected_version + 1
+        return True
+
+    async def list_active(self) -> list[TaskRecord]:
+        """Every unexpired `working` / `input_required` record, oldest first."""
+        client = self._require_open()
+        members = cast(list[bytes | str], await client.zrange(self._active, 0, -1))
+        ids = [_text(task_id) for task_id in members]
+        now = time.time()
+        records: list[TaskRecord] = []
+        for start in range(0, len(ids), _READ_BATCH):
+            async with client.pipeline(transaction=False) as pipe:
+                for task_id in ids[start : start + _READ_BATCH]:
+                    pipe.hmget(self._key(task_id), ["body", "version", "runner"])
+                rows = cast(list[list[Any]], await pipe.execute())
+            for body, version, runner in rows:
+                if body is None or version is None:
+                    continue  # deleted since the ids were read
+                record = self._decode(body, version, runner)
+                if record.status in _ACTIVE and not record.expired(now):
+                    records.append(record)
+        return records
+
+    async def delete_expired(self, now: float) -> int:
+        """Delete every record whose TTL elapsed at `now` (with its index entries); return how many.
+
+        Records whose key Redis already dropped (see `KEY_TTL_GRACE_MS`) count too.
+        """
+        self._require_open()
+        script = self._script(self._delete_script)
+        keys = [self._expiry, self._active, self._queued]
+        total = 0
+        while True:
+            deleted = int(await script(keys=keys, args=[_float(now), _DELETE_BATCH, self._task_prefix]))
+            total += deleted
+            if deleted < _DELETE_BATCH:
+                return total
+
+    async def heartbeat(self, runner: str, ttl: float) -> None:
+        """Record `runner` as alive until now + `ttl` (and forget runners dead for an hour)."""
+        client = self._require_open()
+        now = time.time()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zadd(self._runners, {runner: now + ttl})
+            pipe.zremrangebyscore(self._runners, "-inf", f"({_float(now - 3600.0)}")
+            await pipe.execute()
+
+    async def live_runners(self) -> set[str]:
+        """Runners whose last heartbeat has not expired."""
+        client = self._require_open()
+        runners = cast(
+            list[bytes | str], await client.zrangebyscore(self._runners, f"({_float(time.time())}", "+inf")
+        )
+        return {_text(runner) for runner in runners}
+
+    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
+        """Assign up to `limit` (at most `MAX_CLAIM`) queued records to `runner` in one atomic
+        step, oldest first, bumping their versions; return them."""
+        return await self._claim(runner, limit, _call_id())
+
+    async def _claim(self, runner: str, limit: int, call_id: str) -> list[TaskRecord]:
+        self._require_open()
+        limit = min(int(limit), MAX_CLAIM)
+        if limit <= 0:
+            return []
+        keys = [self._queued, self._active, f"{self._prefix}:claim:{call_id}"]
+        args = [runner, str(limit), _float(time.time()), self._task_prefix, str(CLAIM_LOG_TTL_MS)]
+        reply = cast(Sequence[Any], await self._script(self._claim_script)(keys=keys, args=args))
+        return [self._decode(reply[i + 1], reply[i + 2], runner) for i in range(0, len(reply), 3)]
+
+    async def _all_records(self) -> list[TaskRecord]:
+        """Every unexpired record, found by scanning the task keys (operator queries only: this
+        reads the whole prefix)."""
+        client = self._require_open()
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._task_prefix) + "*"
+        now = time.time()
+        records: list[TaskRecord] = []
+        batch: list[bytes | str] = []
+
+        async def read(keys: list[bytes | str]) -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(key, ["body", "version", "runner"])
+                rows = cast(list[list[Any]], await pipe.execute())
+            for body, version, runner in rows:
+                if body is not None and version is not None:
+                    record = self._decode(body, version, runner)
+                    if not record.expired(now):
+                        records.append(record)
+
+        async for key in client.scan_iter(match=pattern, count=_READ_BATCH):
+            batch.append(key)
+            if len(batch) >= _READ_BATCH:
+                await read(batch)
+                batch = []
+        if batch:
+            await read(batch)
+        return records
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Matching unexpired records, newest first, one page (scans every task key)."""
+        return page_of(await self._all_records(), query, limit, after)
+
+    async def stats(self) -> TaskStats:
+        """Counts, oldest active record, queue depth and live runners (scans every task key)."""
+        client = self._require_open()
+        runners = cast(
+            list[tuple[bytes | str, float]],
+            await client.zrangebyscore(self._runners, f"({_float(time.time())}", "+inf", withscores=True),
+        )
+        return stats_of(await self._all_records(), {_text(name): float(until) for name, until in runners})
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than`; return how many."""
+        chosen = check_purge(statuses)
+        ids = [
+            r.task_id for r in await self._all_records() if r.status in chosen and r.updated_at < older_than
+        ]
+        script = self._script(self._purge_script)
+        keys = [self._expiry, self._active, self._queued]
+        total = 0
+        for start in range(0, len(ids), _DELETE_BATCH):
+            total += int(
+                await script(keys=keys, args=[self._task_prefix, *ids[start : start + _DELETE_BATCH]])
+            )
+        return total
+
+    async def publish(self, task_id: str) -> None:
+        """Announce `task_id` on the channel: reaches subscribers in every process sharing it."""
+        client = self._require_open()
+        await client.publish(self._channel, task_id)
+
+    def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """The task ids published on the channel (by any instance), while the context is open.
+
+        The subscription is confirmed by the server before the context is entered, so every
+        `publish` made after entering reaches it. It uses a connection of its own.
+        """
+        return self._subscribe()
+
+    @asynccontextmanager
+    async def _subscribe(self) -> AsyncIterator[AsyncIterator[str]]:
+        client = self._require_open()
+        pubsub = cast(_PubSub, client.pubsub())
+        subscription = _Subscription(pubsub)
+        try:
+            await pubsub.subscribe(self._channel)
+            while True:  # wait for the server's confirmation
+                message = await pubsub.get_message(timeout=None)
+                if message is not None and message.get("type") == "subscribe":
+                    break
+            self._subscriptions.add(subscription)
+            yield subscription
+        finally:
+            subscription.stop()
+            self._subscriptions.discard(subscription)
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()

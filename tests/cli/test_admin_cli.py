@@ -1,0 +1,196 @@
+"""`mcptasks admin`: operator commands run as real processes against SQLite, PostgreSQL and Redis
+stores that a real engine is using, plus the table output and the errors, in-process."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from operator_stores import store_url, workload
+
+from mcptasks import SqliteTaskStore, TaskRecord
+from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
+from mcptasks.cli.main import main
+
+__all__ = ["store_url"]  # the fixture, re-exported so pytest finds it here
+
+OWNER = "alice@example.com"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncpg and redis-py run on asyncio only."""
+    return "asyncio"
+
+
+async def admin(*args: str) -> tuple[int, str, str]:
+    """Run `mcptasks admin ARGS` in a fresh interpreter; (exit status, stdout, stderr)."""
+    done = await anyio.run_process([sys.executable, "-m", "mcptasks", "admin", *args], check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def admin_json(*args: str) -> Any:
+    code, out, err = await admin(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.anyio
+async def test_admin_commands_on_a_live_store(store_url: str) -> None:
+    async with workload(store_url, owner=OWNER) as load:
+        ids = load.ids
+        listed = await admin_json("list", "--store", store_url)
+        assert listed["nextCursor"] is None
+        by_status = {task["status"]: task for task in listed["tasks"]}
+        assert {status: task["taskId"] for status, task in by_status.items()} == ids
+        assert all("owner" not in task and task["ownerHash"] == owner_hash(OWNER) for task in listed["tasks"])
+        assert by_status["working"]["runner"] == load.engine.instance_id
+        assert by_status["working"]["statusMessage"].startswith("<script>")
+
+        only = await admin_json(
+            "list", "--store", store_url, "--status", "failed,completed", "--tool", "boom"
+        )
+        assert [task["taskId"] for task in only["tasks"]] == [ids["failed"]]
+        owners = await admin_json(
+            "list", "--store", store_url, "--show-owners", "--owner", OWNER, "--since", "1h"
+        )
+        assert {task["owner"] for task in owners["tasks"]} == {OWNER} and len(owners["tasks"]) == 4
+        paged = await admin_json("list", "--store", store_url, "--limit", "3")
+        assert len(paged["tasks"]) == 3 and paged["nextCursor"]
+        rest = await admin_json("list", "--store", store_url, "--after", paged["nextCursor"])
+        assert len(rest["tasks"]) == 1 and rest["nextCursor"] is None
+
+        failed = await admin_json("show", ids["failed"], "--store", store_url)
+        assert failed["error"] == {"code": -32603, "message": "disk <full>"}
+        assert [entry["status"] for entry in failed["timeline"]] == ["created", "failed"]
+        assert "result" not in failed and "arguments" not in failed and "owner" not in failed
+        waiting = await admin_json("show", ids["input_required"], "--store", store_url)
+        [request] = waiting["inputRequests"].values()
+        assert request["method"] == "elicitation/create"
+        assert waiting["timeline"][-1]["status"] == "input_required"
+        completed = await admin_json("show", ids["completed"], "--store", store_url, "--result")
+        assert completed["arguments"] == {"n": 7}
+        assert completed["result"]["content"][0]["text"] == "finished 7"
+
+        stats = await admin_json("stats", "--store", store_url)
+        assert stats["by_status"] == {"working": 1, "input_required": 1, "failed": 1, "completed": 1}
+        assert stats["by_tool"]["spin"] == {"working": 1}
+        assert stats["queued"] == 0 and stats["oldest_active"]
+        assert stats["runners"][load.engine.instance_id]["active_tasks"] == 2
+
+        code, out, err = await admin("cancel", ids["working"], "--store", store_url)
+        assert (code, err) == (0, "") and out == f"{ids['working']}: cancelled\n"
+        record = await load.engine.store.get(ids["working"])
+        assert record is not None and record.status == "cancelled"
+        assert record.status_message == "Cancelled by an operator."
+        if not store_url.startswith("sqlite"):  # wake-ups cross processes on Redis and PostgreSQL
+            with anyio.fail_after(30):
+                await load.stopped.wait()
+        code, out, _ = await admin("cancel", ids["completed"], "--store", store_url)
+        assert code == 0 and "already completed, unchanged" in out
+
+        purged = await admin_json("purge", "--store", store_url, "--status", "failed", "--older-than", "0s")
+        assert purged["deleted"] == 1
+        assert await load.engine.store.get(ids["failed"]) is None
+        code, _, err = await admin("show", ids["failed"], "--store", store_url)
+        assert code == 2 and "no task" in err
+        code, _, err = await admin("purge", "--store", store_url, "--status", "working", "--older-than", "1d")
+        assert code == 2 and "terminal" in err
+
+
+# -- in-process: tables, escaping and errors (SQLite) ------------------------------------------
+
+
+def _seed(path: Path, *records: TaskRecord) -> str:
+    async def write() -> None:
+        store = SqliteTaskStore(path)
+        await store.open()
+        try:
+            for record in records:
+                await store.create(record)
+        finally:
+            await store.close()
+
+    anyio.run(write)
+    return f"sqlite:///{path}"
+
+
+def test_list_table_escapes_control_characters_and_hides_owners(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _seed(
+        tmp_path / "t.db",
+        TaskRecord(task_id="t-1", owner="bob", tool="build", status_message="\x1b[31mred\x1b[0m\nnext"),
+    )
+    assert main(["admin", "list", "--store", url]) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()
+    assert header.split() == ["TASK", "ID", "TOOL", "STATUS", "OWNER", "AGE", "ATTEMPT", "RUNNER", "MESSAGE"]
+    assert "\x1b" not in out and "\\x1b[31mred\\x1b[0m\\nnext" in row
+    assert owner_hash("bob") in row and "bob" not in row
+    assert main(["admin", "list", "--store", url, "--show-owners"]) == 0
+    assert " bob " in capsys.readouterr().out
+
+
+def test_show_and_stats_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = TaskRecord(task_id="t-2", owner="bob", tool="build", created_at=time.time() - 7200)
+    waiting = record.evolve(status="input_required", status_message="need a token")
+    url = _seed(
+        tmp_path / "t.db", waiting, TaskRecord(task_id="t-3", owner="bob", tool="lint", status="failed")
+    )
+    assert main(["admin", "show", "t-2", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "taskId:" in out and "input_required  need a token" in out and "created" in out
+    assert main(["admin", "stats", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["TOOL", "WORKING", "INPUT_REQUIRED", "FAILED", "TOTAL"]
+    assert "(all)" in out and "oldest active:" in out and "2h0" in out and "live runners: none" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["admin", "list"], "name the task store"),
+        (["admin", "list", "--store", "memory://"], "memory:// holds tasks inside one server process"),
+        (["admin", "list", "--store", "ftp://x"], "unsupported store URL"),
+        (["admin", "list", "--since", "yesterday-ish"], "not a time or a duration"),
+        (["admin", "list", "--status", "running"], "unknown task status"),
+        (["admin", "list", "--after", "???"], "malformed listing cursor"),
+        (["admin", "list", "--limit", "0"], "--limit must be a positive integer"),
+        (["admin", "purge", "--older-than", "soon"], "not a duration"),
+        (["admin", "cancel", "nope"], "no task 'nope'"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, monkeypatch: Any
+) -> None:
+    monkeypatch.delenv("MCPTASKS_STORE", raising=False)
+    if "--store" not in argv and message != "name the task store":
+        argv = [*argv, "--store", _seed(tmp_path / "e.db")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mcptasks admin: error: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_store_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.setenv(
+        "MCPTASKS_STORE", _seed(tmp_path / "env.db", TaskRecord(task_id="t-9", owner="o", tool="x"))
+    )
+    assert main(["admin", "list", "--json"]) == 0
+    assert [task["taskId"] for task in json.loads(capsys.readouterr().out)["tasks"]] == ["t-9"]
+
+
+def test_durations_and_times() -> None:
+    assert parse_duration("90") == 90 and parse_duration("1h30m") == 5400 and parse_duration("2d") == 172800
+    assert parse_since("2026-11-30T12:00:00Z") == parse_since("2026-11-30T12:00:00") == 1796040000.0
+    assert parse_since("10m", now=1000.0) == 400.0
+    for bad in ("", "h", "5x", "1h 2"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)

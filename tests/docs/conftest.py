@@ -1,0 +1,1 @@
+"""What the README, the docs site and the examples show is what runs."""

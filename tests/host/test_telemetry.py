@@ -1,0 +1,324 @@
+"""OpenTelemetry: spans, links, events and metrics, checked with the OTel SDK's in-memory exporters.
+
+The SDK's per-request server spans come from the global tracer provider, so this module installs
+one (once per process) whose in-memory processor records only while a test here runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip(
+    "opentelemetry.sdk", reason="the OTel SDK is not installed (pip install opentelemetry-sdk)"
+)
+
+from helpers import wait_for, wait_for_status
+from mcp import Client
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from sdk_helpers import (
+    BY_HAND,
+    PROTOCOL_ERROR_CODE,
+    HostApp,
+    Tasks,
+    accept,
+    tasks_extension,
+    the_input_request,
+)
+
+from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
+from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
+
+pytestmark = pytest.mark.anyio
+
+EXPORTER = InMemorySpanExporter()
+
+
+class _Switch(SpanProcessor):
+    """Passes ended spans on only while a test of this module runs."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.on = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            self.inner.on_end(span)
+
+
+SWITCH = _Switch(SimpleSpanProcessor(EXPORTER))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The SDK's in-process client runs on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The global tracer provider (installed once) recording into `EXPORTER` during the test."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SWITCH)
+        trace.set_tracer_provider(provider)
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        pytest.skip("another global tracer provider is installed")
+    EXPORTER.clear()
+    SWITCH.on = True
+    yield EXPORTER
+    SWITCH.on = False
+    EXPORTER.clear()
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@asynccontextmanager
+async def instrumented(reader: InMemoryMetricReader) -> AsyncIterator[tuple[HostApp, Tasks]]:
+    host = HostApp()
+    instrument(host.app, meter_provider=MeterProvider(metric_readers=[reader]))
+    async with Client(host.mcp, extensions=[tasks_extension()], **BY_HAND) as client:
+        yield host, Tasks(client)
+
+
+def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [span for span in exporter.get_finished_spans() if span.name == name]
+
+
+def only(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
+    [span] = named(exporter, name)
+    return span
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            if scope.scope.name != "mcptasks":
+                continue
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+def total(points: list[Any], **attributes: Any) -> float:
+    return sum(p.value for p in points if all(p.attributes.get(k) == v for k, v in attributes.items()))
+
+
+async def test_create_poll_input_complete(spans: InMemorySpanExporter, reader: InMemoryMetricReader) -> None:
+    async with instrumented(reader) as (_host, tasks):
+        created = await tasks.start("ask", {"filename": "notes.txt"})
+        task_id = created["taskId"]
+        waiting = await tasks.wait_input(task_id)
+        key, _ = the_input_request(waiting)
+        await tasks.update(task_id, {key: accept(confirm=True)})
+        done = await tasks.finish(task_id)
+        assert done["status"] == "completed"
+
+    call = only(spans, "tools/call ask")
+    assert call.kind == SpanKind.SERVER and call.attributes["mcp.task.id"] == task_id
+    execute = only(spans, "task.execute ask")
+    assert execute.parent is None, "a task's execution is a root span"
+    assert execute.context.trace_id != call.context.trace_id
+    assert [link.context.span_id for link in execute.links] == [call.context.span_id]
+    assert execute.attributes["mcp.task.id"] == task_id
+    assert execute.attributes["gen_ai.tool.name"] == "ask"
+    assert execute.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert execute.attributes["mcp.task.attempt"] == 1
+    assert execute.attributes["mcp.task.status"] == "completed"
+    assert execute.status.status_code != StatusCode.ERROR
+    events = [(event.name, dict(event.attributes or {})) for event in execute.events]
+    assert (
+        "mcp.task.input_required",
+        {"mcp.task.input_keys": (key,), "mcp.task.input_methods": ("elicitation/create",)},
+    ) in events
+    assert [e[1]["mcp.task.status"] for e in events if e[0] == "mcp.task.status"][-1] == "completed"
+    assert "input_required" in [e[1]["mcp.task.status"] for e in events if e[0] == "mcp.task.status"]
+
+    gets = named(spans, "tasks/get")
+    assert gets and all(span.attributes["mcp.task.id"] == task_id for span in gets)
+    assert all([link.context.span_id for link in span.links] == [call.context.span_id] for span in gets)
+    update = only(spans, "tasks/update")
+    assert [link.context.span_id for link in update.links] == [call.context.span_id]
+    assert len(named(spans, "tools/call ask")) == 1, "the SDK's span is enriched, not duplicated"
+
+    points = metric_points(reader)
+    assert total(points["mcptasks.tasks.created"], **{"gen_ai.tool.name": "ask"}) == 1
+    assert total(points["mcptasks.tasks.ended"], **{"mcp.task.status": "completed"}) == 1
+    assert total(points["mcptasks.tasks.active"]) == 0
+    assert total(points["mcptasks.task.requests"], **{"mcp.method.name": "tasks/get"}) == len(gets)
+    assert total(points["mcptasks.task.requests"], **{"mcp.method.name": "tasks/update"}) == 1
+    [duration] = points["mcptasks.task.duration"]
+    assert duration.count == 1 and duration.attributes["mcp.task.status"] == "completed"
+    [input_wait] = points["mcptasks.task.input_wait"]
+    assert input_wait.count == 1 and 0 < input_wait.sum <= duration.sum
+    operations = {p.attributes["db.operation.name"]: p.value for p in points["mcptasks.stores.operations"]}
+    assert {"create", "get", "replace"} <= set(operations) and operations["create"] == 1
+    seconds = {p.attributes["db.operation.name"]: p.value for p in points["mcptasks.stores.operation.time"]}
+    assert set(seconds) == set(operations) and all(value > 0 for value in seconds.values())
+
+
+async def test_a_failure_and_a_tool_error(spans: InMemorySpanExporter, reader: InMemoryMetricReader) -> None:
+    async with instrumented(reader) as (_host, tasks):
+        failed = (await tasks.start("protocol_error"))["taskId"]
+        tool_error = (await tasks.start("tool_error"))["taskId"]
+        assert (await tasks.finish(failed))["status"] == "failed"
+        assert (await tasks.finish(tool_error))["status"] == "completed"
+
+    boom = only(spans, "task.execute protocol_error")
+    assert boom.status.status_code == StatusCode.ERROR and boom.status.description == "backend unavailable"
+    assert boom.attributes["mcp.task.status"] == "failed" and boom.attributes["error.type"] == str(
+        PROTOCOL_ERROR_CODE
+    )
+    soft = only(spans, "task.execute tool_error")
+    assert soft.attributes["mcp.task.status"] == "completed" and soft.attributes["error.type"] == "tool_error"
+    ended = metric_points(reader)["mcptasks.tasks.ended"]
+    assert total(ended, **{"mcp.task.status": "failed", "error.type": str(PROTOCOL_ERROR_CODE)}) == 1
+    assert total(ended, **{"mcp.task.status": "completed", "error.type": "tool_error"}) == 1
+
+
+async def test_a_cancel(spans: InMemorySpanExporter, reader: InMemoryMetricReader) -> None:
+    async with instrumented(reader) as (host, tasks):
+        task_id = (await tasks.start("gated", {"label": "c"}))["taskId"]
+        await tasks.wait_status(task_id, "working")
+        await tasks.cancel(task_id)
+        with anyio.fail_after(30):
+            await host.stopped("c").wait()
+    call = only(spans, "tools/call gated")
+    cancel = only(spans, "tasks/cancel")
+    assert cancel.attributes["mcp.task.id"] == task_id
+    assert [link.context.span_id for link in cancel.links] == [call.context.span_id]
+    execute = only(spans, "task.execute gated")
+    assert execute.attributes["mcp.task.status"] == "cancelled"
+    assert total(metric_points(reader)["mcptasks.tasks.ended"], **{"mcp.task.status": "cancelled"}) == 1
+
+
+@task_tool(retry_on_crash=True, max_attempts=2)
+async def resumable(step: int = 0):
+    yield "working on it"
+    await anyio.sleep_forever()
+    yield "never"  # pragma: no cover
+
+
+async def test_a_rerun_on_another_replica_links_to_the_creating_span(
+    tmp_path: Path, spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    meter = MeterProvider(metric_readers=[reader])
+    path = tmp_path / "tasks.db"
+    tracer = trace.get_tracer("test")
+    first = TaskEngine(SqliteTaskStore(path), instance_id="replica-a")
+    second = TaskEngine(SqliteTaskStore(path), instance_id="replica-b", run_tasks=False, claim_interval=0.05)
+    for engine in (first, second):
+        instrument(engine, meter_provider=meter)
+    async with second:
+        async with first:
+            with tracer.start_as_current_span("tools/call resumable") as creating:
+                record = await first.start(resumable, {"step": 1}, owner="o")
+            await wait_for_status(first, record.task_id, "working", owner="o")
+        # replica-a shut down mid-run: the task went back to the queue; replica-b runs it now
+        second.run_tasks = True
+        second.register(resumable)
+        await second.claim()
+        await wait_for(second, record.task_id, lambda r: r.runner == "replica-b", owner="o")
+        await second.cancel(record.task_id, owner="o")
+    runs = sorted(named(spans, "task.execute resumable"), key=lambda s: s.attributes["mcp.task.attempt"])
+    assert [s.attributes["mcp.task.attempt"] for s in runs] == [1, 2]
+    assert all(
+        [link.context.span_id for link in s.links] == [creating.get_span_context().span_id] for s in runs
+    )
+    assert runs[1].attributes["mcp.task.status"] == "cancelled"
+    points = metric_points(reader)
+    assert total(points["mcptasks.queue.depth"]) == 0
+    [latency] = points["mcptasks.task.claim_latency"]
+    assert latency.count == 1
+
+
+async def test_logs_carry_task_id_tool_and_trace_id(spans: InMemorySpanExporter) -> None:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    handler.addFilter(TaskLogFilter())
+    log = logging.getLogger("test.telemetry.body")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+    @task_tool
+    async def chatty():
+        log.info("inside the body")
+        yield "ok"
+
+    engine = TaskEngine()
+    instrument(engine)
+    try:
+        async with engine:
+            record = await engine.start(chatty, {}, owner="o")
+            await wait_for_status(engine, record.task_id, "completed", owner="o")
+        log.info("outside")
+    finally:
+        log.removeHandler(handler)
+    inside, outside = records
+    execute = only(spans, "task.execute chatty")
+    assert (inside.task_id, inside.tool) == (record.task_id, "chatty")  # type: ignore[attr-defined]
+    assert inside.trace_id == format(execute.context.trace_id, "032x")  # type: ignore[attr-defined]
+    assert (outside.task_id, outside.trace_id) == ("-", "-")  # type: ignore[attr-defined]
+
+
+async def test_no_observer_no_telemetry(spans: InMemorySpanExporter) -> None:
+    engine = TaskEngine()
+    assert engine.observer is None
+    async with engine:
+        record = await engine.start(resumable, {}, owner="o")
+        await wait_for_status(engine, record.task_id, "working", owner="o")
+        assert record.trace is None
+        await engine.cancel(record.task_id, owner="o")
+    assert not named(spans, "task.execute resumable")
+
+
+def test_metrics_list_and_instrument_errors() -> None:
+    assert len(METRICS) == 10 and all(name.startswith("mcptasks.") for name in METRICS)
+    with pytest.raises(TypeError, match="cannot instrument"):
+        instrument(object())
+    assert isinstance(instrument(TaskEngine()), Telemetry)
+
+
+async def test_store_calls_are_counted_and_failures_typed(reader: InMemoryMetricReader) -> None:
+    class Flaky(MemoryTaskStore):
+        async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+            raise ConnectionError("store down")
+
+    telemetry = Telemetry(meter_provider=MeterProvider(metric_readers=[reader]))
+    store = telemetry.wrap_store(Flaky())
+    assert telemetry.wrap_store(store) is store and store.durable is False
+    await store.create(TaskRecord(task_id="t", owner="o", tool="x"))
+    with pytest.raises(ConnectionError):
+        await store.get("t")
+    calls = {
+        tuple(sorted(p.attributes.items())): p.value
+        for p in metric_points(reader)["mcptasks.stores.operations"]
+    }
+    assert calls == {
+        (("db.operation.name", "create"),): 1,
+        (("db.operation.name", "get"), ("error.type", "ConnectionError")): 1,
+    }
