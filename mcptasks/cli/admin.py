@@ -26,6 +26,8 @@ from mcptasks._runtime.operator import (
     parse_duration,
     parse_since,
 )
+from mcptasks.cli.arguments import Subcommands
+from mcptasks.cli.errors import CliError
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import TaskStore
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -49,10 +51,12 @@ _SHOWN = (
     "version",
 )
 _STATUS_ORDER = ("working", "input_required", "completed", "failed", "cancelled")
+_PROG = "mcptasks admin"
 
 
-class AdminError(Exception):
-    """A user error reported in one line (exit status 2)."""
+def _error(message: str) -> CliError:
+    """A bad `mcptasks admin` command line or store: one `mcptasks admin: error:` line, exit 2."""
+    return CliError(message, prog=_PROG)
 
 
 def _safe(text: object, width: int | None = None) -> str:
@@ -89,7 +93,7 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
         query = TaskQuery(_split(args.status), _split(args.tool), args.owner, since)
         page = await store.list_tasks(query, limit=args.limit, after=args.after)
     except ValueError as exc:
-        raise AdminError(str(exc)) from None
+        raise _error(str(exc)) from None
     now = time.time()
     views = [describe(r, show_owner=args.show_owners, now=now) for r in page.records]
     if args.json:
@@ -119,7 +123,7 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
 async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
     record = await store.get(args.task_id)
     if record is None:
-        raise AdminError(f"no task {args.task_id!r} (unknown, expired or purged)")
+        raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
     view = describe(record, show_owner=args.show_owners, show_result=args.result, detail=True)
     if args.json:
         _json(view, out)
@@ -142,7 +146,7 @@ async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> in
     before = await store.get(args.task_id)
     record = await cancel_task(store, args.task_id, reason=args.reason)
     if before is None or record is None:
-        raise AdminError(f"no task {args.task_id!r} (unknown, expired or purged)")
+        raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
     changed = not before.terminal
     if args.json:
         _json({"taskId": record.task_id, "status": record.status, "changed": changed}, out)
@@ -159,7 +163,7 @@ async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
         statuses = _split(args.status) or frozenset(TERMINAL_STATUSES)
         deleted = await store.purge(statuses, cutoff)
     except ValueError as exc:
-        raise AdminError(str(exc)) from None
+        raise _error(str(exc)) from None
     if args.json:
         _json({"deleted": deleted, "statuses": sorted(statuses), "olderThan": iso(cutoff)}, out)
     else:
@@ -214,30 +218,26 @@ _COMMANDS: dict[str, Callable[[TaskStore, argparse.Namespace, TextIO], Awaitable
 
 
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Run one `mcptasks admin` command; errors are reported in one line (exit status 2)."""
+    """Run one `mcptasks admin` command (`CliError` for bad input or an unusable store)."""
     stream = sys.stdout if out is None else out
     url = args.store or os.environ.get(STORE_ENV)
-    try:
-        if not url:
-            raise AdminError(f"name the task store: --store URL or ${STORE_ENV}")
-        if getattr(args, "limit", 1) < 1:
-            raise AdminError("--limit must be a positive integer")
+    if not url:
+        raise _error(f"name the task store: --store URL or ${STORE_ENV}")
+    if getattr(args, "limit", 1) < 1:
+        raise _error("--limit must be a positive integer")
 
-        async def run() -> int:
-            try:
-                async with open_store(url) as store:
-                    return await _COMMANDS[args.admin_command](store, args, stream)
-            except AdminError:
-                raise
-            except ValueError as exc:
-                raise AdminError(str(exc)) from None
-            except (OSError, RuntimeError) as exc:
-                raise AdminError(f"cannot use the task store: {exc}") from None
+    async def run() -> int:
+        try:
+            async with open_store(url) as store:
+                return await _COMMANDS[args.admin_command](store, args, stream)
+        except CliError:
+            raise
+        except ValueError as exc:
+            raise _error(str(exc)) from None
+        except (OSError, RuntimeError) as exc:
+            raise _error(f"cannot use the task store: {exc}") from None
 
-        return anyio.run(run)
-    except AdminError as exc:
-        print(f"mcptasks admin: error: {exc}", file=sys.stderr)
-        return 2
+    return anyio.run(run)
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -247,7 +247,7 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Subcommands) -> None:
     """Add the `admin` subcommand (it sets `handler(args) -> int`)."""
     admin = commands.add_parser(
         "admin",

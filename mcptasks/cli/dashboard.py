@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import sys
 
 from mcptasks._runtime.operator import check_operator_url
 from mcptasks.cli.admin import STORE_ENV, add_store_option
+from mcptasks.cli.arguments import Subcommands
+from mcptasks.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
 
 __all__ = ["TOKEN_ENV", "is_loopback", "register", "run_dashboard"]
 
@@ -25,47 +26,53 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _fail(message: str) -> CliError:
+    """A bad `mcptasks dashboard` option: one `mcptasks dashboard: error:` line, exit 2."""
+    return CliError(message, prog="mcptasks dashboard")
+
+
+def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
+    """The store URL, once the options are known to be usable (`CliError` otherwise)."""
+    if not url:
+        raise _fail(f"name the task store: --store URL or ${STORE_ENV}")
+    try:
+        check_operator_url(url)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    if not 0 < args.port < 65536:
+        raise _fail(f"--port must be between 1 and 65535, got {args.port}")
+    if not is_loopback(args.host) and token is None:
+        raise _fail(
+            f"refusing to listen on {args.host} without an operator token: set ${TOKEN_ENV} "
+            "(or --token), or keep the default --host 127.0.0.1"
+        )
+    return url
+
+
 def run_dashboard(args: argparse.Namespace) -> int:
-    """Check the options, then serve until interrupted; errors are one line (exit status 2)."""
+    """Check the options, then serve until interrupted (`CliError` for unusable options)."""
     import uvicorn
 
     from mcptasks.dashboard.app import dashboard_app
 
-    def fail(message: str) -> int:
-        print(f"mcptasks dashboard: error: {message}", file=sys.stderr)
-        return 2
-
-    url = args.store or os.environ.get(STORE_ENV)
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-    if not url:
-        return fail(f"name the task store: --store URL or ${STORE_ENV}")
-    try:
-        check_operator_url(url)
-    except ValueError as exc:
-        return fail(str(exc))
-    if not 0 < args.port < 65536:
-        return fail(f"--port must be between 1 and 65535, got {args.port}")
-    if not is_loopback(args.host) and token is None:
-        return fail(
-            f"refusing to listen on {args.host} without an operator token: set ${TOKEN_ENV} "
-            "(or --token), or keep the default --host 127.0.0.1"
-        )
+    url = _check(args, args.store or os.environ.get(STORE_ENV), token)
     try:
         app = dashboard_app(
             url, token=token, title=args.title, refresh=args.refresh, show_results=not args.no_results
         )
     except ValueError as exc:
-        return fail(str(exc))
+        raise _fail(str(exc)) from None
     cancel = "cancel enabled (operator token set)" if token else "read-only (no operator token)"
     print(f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     except KeyboardInterrupt:
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Subcommands) -> None:
     """Add the `dashboard` subcommand (it sets `handler(args) -> int`)."""
     parser = commands.add_parser(
         "dashboard",

@@ -9,21 +9,18 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mcptasks import __version__
+from mcptasks.cli.arguments import Handler
+from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from mcptasks.cli.startup import Startup, ToolLine
-from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.url import MissingExtra, store_error_hint
 
 STORE_ENV = "MCPTASKS_STORE"
-
-
-class CliError(Exception):
-    """A user error the CLI reports in one line (exit status 2)."""
 
 
 def _split_target(target: str) -> tuple[str, str]:
@@ -203,7 +200,6 @@ def serve(
     log_format: LogFormat = "text",
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
-    import anyio
     from mcp.server.mcpserver import MCPServer
 
     from mcptasks.server.app import TaskServer
@@ -229,6 +225,24 @@ def serve(
     if extension is not None:
         extension.engine.on_stuck_shutdown = _exit_when_stuck
     mcp = server.mcp if isinstance(server, TaskServer) else server
+    _serve_transport(mcp, extension, transport, host, port, path, log_level, log_format)
+
+
+def _serve_transport(
+    mcp: Any,
+    extension: Any,
+    transport: str,
+    host: str,
+    port: int,
+    path: str,
+    log_level: str,
+    log_format: LogFormat,
+) -> None:
+    """Show the start-up block and serve `mcp` over `transport` until interrupted."""
+    import anyio
+
+    from mcptasks.server.stdio_stop import serve_stdio
+
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
     configure_logging(log_level, log_format)
     startup = _startup(mcp, extension, url, log_level, log_format)
@@ -332,8 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mcptasks.cli import admin as admin_cli
     from mcptasks.cli import call as call_cli
     from mcptasks.cli import dashboard as dashboard_cli
+    from mcptasks.cli import tasks as tasks_cli
 
     call_cli.register(commands)
+    tasks_cli.register(commands)
     admin_cli.register(commands)
     dashboard_cli.register(commands)
     return parser
@@ -372,11 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_format=args.log_format,
             )
         else:
-            handler: Callable[[argparse.Namespace], int] = args.handler
+            handler: Handler = args.handler
             return handler(args)
     except CliError as exc:
-        print(f"mcptasks: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.report(sys.stderr)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -1,8 +1,8 @@
 """`mcptasks call` / `mcptasks tasks` as a user runs them: real subprocesses, a real server.
 
 The conformance example is served over HTTP by `mcptasks serve` in a subprocess (one per module);
-the command under test runs as `python -c "...call_cli.main..."` (it is not wired into the
-`mcptasks` entry point yet), without a terminal (`subprocess.run`, stdin closed) or on a
+the command under test runs as `python -c "...mcptasks.cli.main.main..."` (the `mcptasks` entry
+point) or in this process, without a terminal (`subprocess.run`, stdin closed) or on a
 pseudo-terminal (`pexpect`) for the live status line, the elicitation prompts and Ctrl-C.
 Every wait is an `expect` on output or a bounded poll; nothing synchronises by sleeping.
 """
@@ -26,13 +26,16 @@ from typing import Any
 import pytest
 from processes import clean_env, free_port, serving_http
 
-from mcptasks.cli.call import FormField, form_fields, main, parse_answer, parse_arguments, render_result
+from mcptasks.cli.arguments import parse_arguments
+from mcptasks.cli.forms import FormField, form_fields, parse_answer
+from mcptasks.cli.main import main
+from mcptasks.cli.render import render_result
 
 pexpect = pytest.importorskip("pexpect")
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "examples" / "conformance_server.py"
-MAIN = "import sys; from mcptasks.cli.call import main; sys.exit(main(sys.argv[1:]))"
+MAIN = "import sys; from mcptasks.cli.main import main; sys.exit(main(sys.argv[1:]))"
 TIMEOUT = 60.0
 """Upper bound of every wait; never a synchronisation delay."""
 TASK_ID = r"[A-Za-z0-9_-]{20,}"
@@ -249,8 +252,8 @@ def test_render_result_shows_text_or_structured_content() -> None:
 
 
 def test_building_the_parser_does_not_import_the_sdk() -> None:
-    # `mcptasks --help` / `--version` / `serve` build the parser with these subcommands: keep it cheap.
-    probe = "import sys, mcptasks.cli.call as c; c.build_parser(); print(sorted(m for m in ('mcp', 'mcp_types', 'mcptasks.client') if m in sys.modules))"
+    # `mcptasks --help` / `--version` / `call` build the parser with every subcommand: keep it cheap.
+    probe = "import sys, mcptasks.cli.main as c; c.build_parser(); print(sorted(m for m in ('mcp', 'mcp_types', 'mcptasks.client') if m in sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=TIMEOUT, check=True
     )

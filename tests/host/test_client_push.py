@@ -251,7 +251,7 @@ async def _received(extension: CountingTasksClient) -> int:
 
 async def test_mcptasks_call_shows_each_pushed_state() -> None:
     app = CountingApp()
-    command = "import sys; from mcptasks.cli.call import main; sys.exit(main(sys.argv[1:]))"
+    command = "import sys; from mcptasks.cli.main import main; sys.exit(main(sys.argv[1:]))"
     async with serve_http(app.app.streamable_http_app()) as url:
         # three statuses 0.5 s apart: polling at pollIntervalMs 1000 would skip some of them
         with anyio.fail_after(TIMEOUT):
