@@ -31,16 +31,23 @@ class TaskFailed(TaskError, MCPError):
         self.task = task
 
 
-class TaskCancelled(TaskError):
-    """The task ended `cancelled` (by this client, another one, or the server)."""
+class _StateError(TaskError):
+    """A `TaskError` about a known state of the task."""
 
     task: DetailedTask
 
-    def __init__(self, task: DetailedTask) -> None:
-        reason = f": {task.status_message}" if task.status_message else ""
-        super().__init__(f"task {task.task_id} was cancelled{reason}")
+    def __init__(self, message: str, task: DetailedTask) -> None:
+        super().__init__(message)
         self.task_id = task.task_id
         self.task = task
+
+
+class TaskCancelled(_StateError):
+    """The task ended `cancelled` (by this client, another one, or the server)."""
+
+    def __init__(self, task: DetailedTask) -> None:
+        reason = f": {task.status_message}" if task.status_message else ""
+        super().__init__(f"task {task.task_id} was cancelled{reason}", task)
 
 
 class TaskUnreachable(TaskError, MCPError):
@@ -53,35 +60,27 @@ class TaskUnreachable(TaskError, MCPError):
         self.attempts = attempts
 
 
-class TaskStuck(TaskError):
+class TaskStuck(_StateError):
     """No change of status, statusMessage or input keys for `seconds` (see `TaskPolicy.stuck_after`)."""
-
-    task: DetailedTask
 
     def __init__(self, task: DetailedTask, seconds: float, cancelled: bool) -> None:
         what = "; cancelled it" if cancelled else ""
-        super().__init__(
-            f"task {task.task_id} made no progress for {seconds:g} s (status {task.status}){what}"
-        )
-        self.task_id = task.task_id
-        self.task = task
+        message = f"task {task.task_id} made no progress for {seconds:g} s (status {task.status}){what}"
+        super().__init__(message, task)
         self.seconds = seconds
         self.cancelled = cancelled
 
 
-class TaskInputError(TaskError):
+class TaskInputError(_StateError):
     """An input request this client could not answer (a declined sampling or roots request, or
     a request it cannot parse); `error` says why. The task was cancelled when `cancelled`."""
 
-    task: DetailedTask
-
     def __init__(self, task: DetailedTask, key: str, method: str, error: ErrorData, cancelled: bool) -> None:
         what = "; cancelled the task" if cancelled else ""
-        super().__init__(
+        message = (
             f"cannot answer input request {key!r} ({method}) of task {task.task_id}: {error.message}{what}"
         )
-        self.task_id = task.task_id
-        self.task = task
+        super().__init__(message, task)
         self.key = key
         self.method = method
         self.error = error
