@@ -820,7 +820,7 @@ def _describe(exc: BaseException, target: Target | None = None) -> str:
     import httpx2
     from mcp import MCPError
 
-    from mcptasks.client import TaskError
+    from mcptasks.errors import ProtocolError, TaskError
 
     leaf = _leaf(exc)
     url = target.url if target is not None else None
@@ -833,7 +833,7 @@ def _describe(exc: BaseException, target: Target | None = None) -> str:
         if reason == "All connection attempts failed":
             reason = "connection refused"
         return f"cannot connect to {url} ({reason}): is the server running there?"
-    if isinstance(leaf, MCPError):
+    if isinstance(leaf, (MCPError, ProtocolError)):
         return f"{leaf.message} (code {leaf.code})"
     text = str(leaf) or type(leaf).__name__
     return text if isinstance(leaf, TaskError) else f"{type(leaf).__name__}: {text}"
