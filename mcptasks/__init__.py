@@ -1,6 +1,6 @@
 """mcptasks: long-running MCP tools with the Tasks extension (`io.modelcontextprotocol/tasks`).
 
-Everything public is re-exported here; nothing else is promised. `PUBLIC` below is the one table
+Everything public is re-exported here; nothing else is promised. `_PUBLIC` below is the one table
 of the public names: it drives `__all__` and the lazy loading, so `import mcptasks` is cheap and
 the SDK hosts, the client and the Redis / PostgreSQL drivers are imported only when first used.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-PUBLIC: dict[str, str] = {
+_PUBLIC: dict[str, str] = {
     # -- what most users need ----------------------------------------------------------------
     "task_tool": "mcptasks._authoring.tool",
     "TaskContext": "mcptasks._authoring.context",
@@ -92,11 +92,11 @@ PUBLIC: dict[str, str] = {
 }
 """Every public name and the module defining it, the user-facing ones first."""
 
-__all__ = [*PUBLIC, "__version__"]
+__all__ = [*_PUBLIC, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    module = PUBLIC.get(name)
+    module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'mcptasks' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -105,7 +105,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *PUBLIC})
+    return sorted({*globals(), *_PUBLIC})
 
 
 if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keeps them equal)

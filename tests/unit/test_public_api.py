@@ -32,12 +32,12 @@ def test_the_type_checking_imports_match_the_table() -> None:
         for alias in node.names
         if alias.asname == alias.name
     }
-    assert imported == mcptasks.PUBLIC
+    assert imported == mcptasks._PUBLIC
 
 
 def test_every_public_name_loads_from_its_module() -> None:
-    assert mcptasks.__all__ == [*mcptasks.PUBLIC, "__version__"]
-    for name, module in mcptasks.PUBLIC.items():
+    assert mcptasks.__all__ == [*mcptasks._PUBLIC, "__version__"]
+    for name, module in mcptasks._PUBLIC.items():
         assert getattr(mcptasks, name) is getattr(importlib.import_module(module), name)
     assert set(mcptasks.__all__) <= set(dir(mcptasks))
 
