@@ -1,173 +1,181 @@
 """mcptasks: long-running MCP tools with the Tasks extension (`io.modelcontextprotocol/tasks`).
 
-Everything public is re-exported here; nothing else is promised. The SDK hosts (`TaskServer`,
-`TasksExtension`) and the Redis / PostgreSQL stores are loaded on first use, so the engine imports
-without the `mcp` SDK or the optional database drivers.
+Everything public is re-exported here; nothing else is promised. `_PUBLIC` below is the one table
+of the public names: it drives `__all__` and the lazy loading, so `import mcptasks` is cheap and
+the SDK hosts, the client and the Redis / PostgreSQL drivers are imported only when first used.
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from mcptasks._authoring.capabilities import InputCapability
-from mcptasks._authoring.context import MAX_CHECKPOINT_BYTES, BodyChannel, TaskContext
-from mcptasks._authoring.threaded import CancelRequested
-from mcptasks._authoring.tool import FallbackMode, InvalidArguments, TaskTool, TaskToolOptions, task_tool
-from mcptasks._authoring.values import InvalidValue
-from mcptasks._authoring.yields import (
-    Elicit,
-    Elicitation,
-    InputRequest,
-    Inputs,
-    InvalidAnswer,
-    ListRoots,
-    Result,
-    Root,
-    Sample,
-    SampleResult,
-    Status,
-    Unsupported,
-)
-from mcptasks._runtime.driver import Outcome
-from mcptasks._runtime.engine import TaskEngine
-from mcptasks._runtime.feed import TaskFeed
-from mcptasks._runtime.limits import Limits, TooManyTasks
-from mcptasks._runtime.outages import StoreRetry
-from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
-from mcptasks._runtime.push import TaskPush
-from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores import (
-    MemoryTaskStore,
-    SqliteTaskStore,
-    TaskExists,
-    TaskRecord,
-    TaskStore,
-    store_from_url,
-)
-from mcptasks.stores.admin import RunnerLease, TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.url import MissingExtra
-from mcptasks.wire import EXTENSION_ID, TaskStatus, TaskSupport
-
-if TYPE_CHECKING:
-    from mcptasks.client import (
-        DetailedTask,
-        LedgerEntry,
-        TaskCancelled,
-        TaskError,
-        TaskFailed,
-        TaskHandle,
-        TaskInputError,
-        TaskLedger,
-        TaskPolicy,
-        TasksClient,
-        TaskStuck,
-        TaskUnreachable,
-        UnknownTask,
-        start_tool_call,
-    )
-    from mcptasks.server.app import TaskServer
-    from mcptasks.server.extension import TasksExtension
-    from mcptasks.stores.postgres import PostgresTaskStore
-    from mcptasks.stores.redis import RedisTaskStore
 
 __version__ = "0.1.0"
 
-_HOSTS = {
+_PUBLIC: dict[str, str] = {
+    # -- what most users need ----------------------------------------------------------------
+    "task_tool": "mcptasks._authoring.tool",
+    "TaskContext": "mcptasks._authoring.context",
+    "Status": "mcptasks._authoring.yields",
+    "Result": "mcptasks._authoring.yields",
+    "Elicit": "mcptasks._authoring.yields",
+    "Sample": "mcptasks._authoring.yields",
+    "ListRoots": "mcptasks._authoring.yields",
+    "Unsupported": "mcptasks._authoring.yields",
+    "ToolError": "mcptasks.errors",
+    "ProtocolError": "mcptasks.errors",
+    "MCPTasksError": "mcptasks.errors",
     "TaskServer": "mcptasks.server.app",
     "TasksExtension": "mcptasks.server.extension",
+    "store_from_url": "mcptasks.stores.url",
+    "MemoryTaskStore": "mcptasks.stores.memory",
+    "SqliteTaskStore": "mcptasks.stores.sqlite",
+    "TasksClient": "mcptasks.client.extension",
+    "start_tool_call": "mcptasks.client.extension",
+    "TaskHandle": "mcptasks.client.handle",
+    "TaskFailed": "mcptasks.client.errors",
+    "TaskCancelled": "mcptasks.client.errors",
+    "TaskNotFound": "mcptasks.errors",
+    # -- authoring, advanced -----------------------------------------------------------------
+    "TaskTool": "mcptasks._authoring.tool",
+    "TaskToolOptions": "mcptasks._authoring.tool",
+    "FallbackMode": "mcptasks._authoring.tool",
+    "InvalidArguments": "mcptasks._authoring.tool",
+    "Elicitation": "mcptasks._authoring.yields",
+    "SampleResult": "mcptasks._authoring.yields",
+    "Root": "mcptasks._authoring.yields",
+    "Inputs": "mcptasks._authoring.yields",
+    "InputRequest": "mcptasks._authoring.yields",
+    "InvalidAnswer": "mcptasks._authoring.yields",
+    "InputCapability": "mcptasks._authoring.capabilities",
+    "InvalidValue": "mcptasks._authoring.values",
+    "CancelRequested": "mcptasks._authoring.threaded",
+    "BodyChannel": "mcptasks._authoring.context",
+    "MAX_CHECKPOINT_BYTES": "mcptasks._authoring.context",
+    # -- running, advanced -------------------------------------------------------------------
+    "Limits": "mcptasks._runtime.limits",
+    "TooManyTasks": "mcptasks._runtime.limits",
+    "PollTooFast": "mcptasks.errors",
+    "StoreRetry": "mcptasks._runtime.outages",
+    "TaskEngine": "mcptasks._runtime.engine",
+    "TasksProtocol": "mcptasks._runtime.protocol",
+    "ANONYMOUS_OWNER": "mcptasks._runtime.protocol",
+    "TaskPush": "mcptasks._runtime.push",
+    "TaskFeed": "mcptasks._runtime.feed",
+    "Outcome": "mcptasks._runtime.driver",
+    # -- stores, advanced --------------------------------------------------------------------
+    "TaskStore": "mcptasks.stores.base",
+    "TaskRecord": "mcptasks.stores.base",
+    "TaskExists": "mcptasks.stores.base",
+    "TaskQuery": "mcptasks.stores.admin",
+    "TaskPage": "mcptasks.stores.admin",
+    "TaskStats": "mcptasks.stores.admin",
+    "RunnerLease": "mcptasks.stores.admin",
+    "MissingExtra": "mcptasks.stores.url",
+    "SchemaVersionError": "mcptasks.stores.sqlite",
     "RedisTaskStore": "mcptasks.stores.redis",
     "PostgresTaskStore": "mcptasks.stores.postgres",
-    "TasksClient": "mcptasks.client",
-    "TaskHandle": "mcptasks.client",
-    "TaskLedger": "mcptasks.client",
-    "LedgerEntry": "mcptasks.client",
-    "TaskPolicy": "mcptasks.client",
-    "DetailedTask": "mcptasks.client",
-    "start_tool_call": "mcptasks.client",
-    "TaskError": "mcptasks.client",
-    "TaskFailed": "mcptasks.client",
-    "TaskCancelled": "mcptasks.client",
-    "TaskStuck": "mcptasks.client",
-    "TaskInputError": "mcptasks.client",
-    "TaskUnreachable": "mcptasks.client",
-    "UnknownTask": "mcptasks.client",
+    # -- client, advanced --------------------------------------------------------------------
+    "TaskWatch": "mcptasks.client.watch",
+    "TaskPolicy": "mcptasks.client.policy",
+    "DetailedTask": "mcptasks.client.state",
+    "TaskLedger": "mcptasks.client.ledger",
+    "LedgerEntry": "mcptasks.client.ledger",
+    "TaskError": "mcptasks.errors",
+    "TaskStuck": "mcptasks.client.errors",
+    "TaskInputError": "mcptasks.client.errors",
+    "TaskUnreachable": "mcptasks.client.errors",
+    # -- wire constants and types ------------------------------------------------------------
+    "EXTENSION_ID": "mcptasks.wire",
+    "TaskState": "mcptasks.wire",
+    "TaskSupport": "mcptasks.wire",
 }
+"""Every public name and the module defining it, the user-facing ones first."""
+
+__all__ = [*_PUBLIC, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOSTS:
-        import importlib
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcptasks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(importlib.import_module(_HOSTS[name]), name)
-    raise AttributeError(f"module 'mcptasks' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
 
 
-__all__ = [
-    "MAX_CHECKPOINT_BYTES",
-    "ANONYMOUS_OWNER",
-    "BodyChannel",
-    "CancelRequested",
-    "DetailedTask",
-    "EXTENSION_ID",
-    "Elicit",
-    "Elicitation",
-    "FallbackMode",
-    "InputCapability",
-    "InputRequest",
-    "Inputs",
-    "InvalidAnswer",
-    "InvalidArguments",
-    "InvalidValue",
-    "LedgerEntry",
-    "Limits",
-    "ListRoots",
-    "MemoryTaskStore",
-    "MissingExtra",
-    "Outcome",
-    "PollTooFast",
-    "PostgresTaskStore",
-    "ProtocolError",
-    "StoreRetry",
-    "RedisTaskStore",
-    "Result",
-    "Root",
-    "RunnerLease",
-    "Sample",
-    "SampleResult",
-    "SqliteTaskStore",
-    "Status",
-    "TaskCancelled",
-    "TaskContext",
-    "TaskEngine",
-    "TaskError",
-    "TaskExists",
-    "TaskFeed",
-    "TaskFailed",
-    "TaskHandle",
-    "TaskInputError",
-    "TaskLedger",
-    "TaskNotFound",
-    "TaskPage",
-    "TaskPush",
-    "TaskPolicy",
-    "TaskQuery",
-    "TaskRecord",
-    "TaskServer",
-    "TaskStats",
-    "TaskStatus",
-    "TaskStore",
-    "TaskStuck",
-    "TaskSupport",
-    "TaskTool",
-    "TaskToolOptions",
-    "TaskUnreachable",
-    "TasksClient",
-    "TasksExtension",
-    "TasksProtocol",
-    "TooManyTasks",
-    "ToolError",
-    "UnknownTask",
-    "Unsupported",
-    "__version__",
-    "start_tool_call",
-    "store_from_url",
-    "task_tool",
-]
+if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keeps them equal)
+    from mcptasks._authoring.capabilities import InputCapability as InputCapability
+    from mcptasks._authoring.context import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+    from mcptasks._authoring.context import BodyChannel as BodyChannel
+    from mcptasks._authoring.context import TaskContext as TaskContext
+    from mcptasks._authoring.threaded import CancelRequested as CancelRequested
+    from mcptasks._authoring.tool import FallbackMode as FallbackMode
+    from mcptasks._authoring.tool import InvalidArguments as InvalidArguments
+    from mcptasks._authoring.tool import TaskTool as TaskTool
+    from mcptasks._authoring.tool import TaskToolOptions as TaskToolOptions
+    from mcptasks._authoring.tool import task_tool as task_tool
+    from mcptasks._authoring.values import InvalidValue as InvalidValue
+    from mcptasks._authoring.yields import Elicit as Elicit
+    from mcptasks._authoring.yields import Elicitation as Elicitation
+    from mcptasks._authoring.yields import InputRequest as InputRequest
+    from mcptasks._authoring.yields import Inputs as Inputs
+    from mcptasks._authoring.yields import InvalidAnswer as InvalidAnswer
+    from mcptasks._authoring.yields import ListRoots as ListRoots
+    from mcptasks._authoring.yields import Result as Result
+    from mcptasks._authoring.yields import Root as Root
+    from mcptasks._authoring.yields import Sample as Sample
+    from mcptasks._authoring.yields import SampleResult as SampleResult
+    from mcptasks._authoring.yields import Status as Status
+    from mcptasks._authoring.yields import Unsupported as Unsupported
+    from mcptasks._runtime.driver import Outcome as Outcome
+    from mcptasks._runtime.engine import TaskEngine as TaskEngine
+    from mcptasks._runtime.feed import TaskFeed as TaskFeed
+    from mcptasks._runtime.limits import Limits as Limits
+    from mcptasks._runtime.limits import TooManyTasks as TooManyTasks
+    from mcptasks._runtime.outages import StoreRetry as StoreRetry
+    from mcptasks._runtime.protocol import ANONYMOUS_OWNER as ANONYMOUS_OWNER
+    from mcptasks._runtime.protocol import TasksProtocol as TasksProtocol
+    from mcptasks._runtime.push import TaskPush as TaskPush
+    from mcptasks.client.errors import TaskCancelled as TaskCancelled
+    from mcptasks.client.errors import TaskFailed as TaskFailed
+    from mcptasks.client.errors import TaskInputError as TaskInputError
+    from mcptasks.client.errors import TaskStuck as TaskStuck
+    from mcptasks.client.errors import TaskUnreachable as TaskUnreachable
+    from mcptasks.client.extension import TasksClient as TasksClient
+    from mcptasks.client.extension import start_tool_call as start_tool_call
+    from mcptasks.client.handle import TaskHandle as TaskHandle
+    from mcptasks.client.ledger import LedgerEntry as LedgerEntry
+    from mcptasks.client.ledger import TaskLedger as TaskLedger
+    from mcptasks.client.policy import TaskPolicy as TaskPolicy
+    from mcptasks.client.state import DetailedTask as DetailedTask
+    from mcptasks.client.watch import TaskWatch as TaskWatch
+    from mcptasks.errors import MCPTasksError as MCPTasksError
+    from mcptasks.errors import PollTooFast as PollTooFast
+    from mcptasks.errors import ProtocolError as ProtocolError
+    from mcptasks.errors import TaskError as TaskError
+    from mcptasks.errors import TaskNotFound as TaskNotFound
+    from mcptasks.errors import ToolError as ToolError
+    from mcptasks.server.app import TaskServer as TaskServer
+    from mcptasks.server.extension import TasksExtension as TasksExtension
+    from mcptasks.stores.admin import RunnerLease as RunnerLease
+    from mcptasks.stores.admin import TaskPage as TaskPage
+    from mcptasks.stores.admin import TaskQuery as TaskQuery
+    from mcptasks.stores.admin import TaskStats as TaskStats
+    from mcptasks.stores.base import TaskExists as TaskExists
+    from mcptasks.stores.base import TaskRecord as TaskRecord
+    from mcptasks.stores.base import TaskStore as TaskStore
+    from mcptasks.stores.memory import MemoryTaskStore as MemoryTaskStore
+    from mcptasks.stores.postgres import PostgresTaskStore as PostgresTaskStore
+    from mcptasks.stores.redis import RedisTaskStore as RedisTaskStore
+    from mcptasks.stores.sqlite import SchemaVersionError as SchemaVersionError
+    from mcptasks.stores.sqlite import SqliteTaskStore as SqliteTaskStore
+    from mcptasks.stores.url import MissingExtra as MissingExtra
+    from mcptasks.stores.url import store_from_url as store_from_url
+    from mcptasks.wire import EXTENSION_ID as EXTENSION_ID
+    from mcptasks.wire import TaskState as TaskState
+    from mcptasks.wire import TaskSupport as TaskSupport

@@ -1,8 +1,9 @@
-"""Exceptions a task body or a host sees.
+"""Exceptions mcptasks raises, all under one root: `MCPTasksError`.
 
 `ToolError` and any ordinary exception end a task `completed` with `isError: true` (a tool error is
 not a task failure). `ProtocolError` ends it `failed` with a JSON-RPC error object, and is also what
-the protocol layer raises for a bad request.
+the protocol layer raises for a bad request. `TaskError` is the base of the errors about one task a
+client follows (`TaskNotFound` and the client's `TaskFailed`, `TaskCancelled`, ...).
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from typing import Any
 from mcptasks.wire import INVALID_PARAMS
 
 
-class ToolError(Exception):
+class MCPTasksError(Exception):
+    """The root of every exception mcptasks raises (`except MCPTasksError` catches them all)."""
+
+
+class ToolError(MCPTasksError):
     """A tool-level failure: the task completes with `isError: true` and this message as text."""
 
 
-class ProtocolError(Exception):
+class ProtocolError(MCPTasksError):
     """A JSON-RPC error: raised by a body, the task ends `failed` with this error object."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -33,15 +38,29 @@ class ProtocolError(Exception):
         return error
 
     def __repr__(self) -> str:
-        return f"ProtocolError(code={self.code}, message={self.message!r}, data={self.data!r})"
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r}, data={self.data!r})"
 
 
-class TaskNotFound(ProtocolError):
-    """An unknown, expired or foreign task id; on the wire it is -32602."""
+class TaskError(MCPTasksError):
+    """An error about one task: `task_id` names it, `task` is its last known state (a client's
+    `DetailedTask`) or None when none is known."""
 
-    def __init__(self, task_id: str) -> None:
-        super().__init__(INVALID_PARAMS, "Unknown task", {"taskId": task_id})
+    task_id: str
+    task: Any = None
+
+
+class TaskNotFound(ProtocolError, TaskError):
+    """An unknown, expired or foreign task id; on the wire it is -32602.
+
+    A server raises it for a `tasks/*` request naming such a task; a client raises it when the
+    server answered one of its `tasks/*` requests with -32602 (`message` and `data` are then the
+    server's).
+    """
+
+    def __init__(self, task_id: str, message: str = "Unknown task", data: Any = None) -> None:
+        super().__init__(INVALID_PARAMS, message, data if data is not None else {"taskId": task_id})
         self.task_id = task_id
+        self.task = None
 
 
 class PollTooFast(ProtocolError):

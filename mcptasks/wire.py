@@ -22,6 +22,14 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 
+IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"
+"""`_meta` key of a client-chosen idempotency key: retrying a `tools/call` with the same key (and
+owner) returns the task the first call created instead of starting a second run."""
+
+CLOSE_REASON_META = "io.github.mcptasks/closeReason"
+"""`_meta` key of a closing response sent by the server: `done` (every task ended), `shutdown`
+(the server is stopping) or `slow` (the listener did not read for too long)."""
+
 # JSON-RPC error codes used by the extension.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -33,7 +41,8 @@ MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 LEGACY_MISSING_CAPABILITY = -32003
 """The code the extension prose names; accepted from peers, never emitted."""
 
-TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TaskState = Literal["working", "input_required", "completed", "failed", "cancelled"]
+"""The states a task can be in (the wire field is `status`)."""
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 ACTIVE_STATUSES: frozenset[str] = frozenset({"working", "input_required"})
 

@@ -56,13 +56,7 @@ from mcptasks import (
     TaskServer,
     ToolError,
 )
-from mcptasks.client import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    TaskIdParams,
-    UpdateTaskParams,
-    UpdateTaskRequest,
-)
+from mcptasks.client import CancelTaskRequest, GetTaskRequest, UpdateTaskRequest
 
 PROTOCOL_VERSION = "2026-07-28"
 TIMEOUT = 20.0
@@ -288,6 +282,12 @@ class ListTasksRequest(Request[RequestParams, Literal["tasks/list"]]):
     params: RequestParams
 
 
+class TaskIdParams(RequestParams):
+    """`{"taskId": ...}` params, for requests the client does not type (removed methods)."""
+
+    task_id: str
+
+
 class ResultTaskRequest(Request[TaskIdParams, Literal["tasks/result"]]):
     method: Literal["tasks/result"] = "tasks/result"
     params: TaskIdParams
@@ -380,16 +380,14 @@ class Tasks:
         return created
 
     async def get(self, task_id: str) -> dict[str, Any]:
-        return wire(
-            await self.session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), AnyResult)
-        )
+        return wire(await self.session.send_request(GetTaskRequest.of(task_id), AnyResult))
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
-        request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=dict(responses)))
+        request = UpdateTaskRequest.of(task_id, dict(responses))
         return wire(await self.session.send_request(request, AnyResult))
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
-        request = CancelTaskRequest(params=TaskIdParams(task_id=task_id))
+        request = CancelTaskRequest.of(task_id)
         return wire(await self.session.send_request(request, AnyResult))
 
     async def wait(

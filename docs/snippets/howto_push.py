@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.client.context import ClientRequestContext
-from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult
+from mcp_types import ElicitRequestParams, ElicitResult
 
 from mcptasks.client import TasksClient, start_tool_call
 
@@ -26,10 +26,9 @@ async def follow(server: Any) -> list[str]:
     client_extension = TasksClient(push=True)  # the default: listen where the server pushes
     async with Client(server, extensions=[client_extension], elicitation_callback=include_drafts) as client:
         handle = await start_tool_call(client, "monthly_report", {"month": "2026-12"})
-        if isinstance(handle, CallToolResult):  # answered without a task
-            return seen
-        async for task in handle.watch():
-            seen.append(f"{task.status}: {task.status_message}")
+        async with handle.watch() as updates:
+            async for task in updates:
+                seen.append(f"{task.status}: {task.status_message}")
     return seen
 
 

@@ -17,7 +17,7 @@ from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from mcptasks import Elicit, Result, TaskServer
-from mcptasks.client import TaskHandle, TasksClient, start_tool_call
+from mcptasks.client import TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
 # --8<-- [end:head]
@@ -69,13 +69,13 @@ async def test_asks_before_publishing(app: TaskServer, fast: TasksClient) -> Non
     # `answer_inputs=False` leaves the answering to the test.
     async with Client(app.mcp, extensions=[fast], elicitation_callback=answering(True)) as client:
         handle = await start_tool_call(client, "run_pipeline", {"kind": "test"})
-        assert isinstance(handle, TaskHandle)
         asked = []
-        async for task in handle.watch(answer_inputs=False):  # see the question, answer it yourself
-            if task.status == "input_required":
-                ((key, request),) = (task.input_requests or {}).items()
-                asked.append(request["params"]["message"])
-                await handle.respond({key: {"action": "decline"}})
+        async with handle.watch(answer_inputs=False) as updates:  # see the question, answer it yourself
+            async for task in updates:
+                if task.status == "input_required":
+                    ((key, request),) = (task.input_requests or {}).items()
+                    asked.append(request["params"]["message"])
+                    await handle.respond({key: {"action": "decline"}})
         result = await handle.result()
     assert asked == ["The test pipeline passed. Publish the artifacts?"]
     assert result.structured_content is not None

@@ -16,8 +16,10 @@ import anyio
 import anyio.to_thread
 from anyio import CapacityLimiter
 
+from mcptasks.errors import MCPTasksError
 
-class CancelRequested(Exception):
+
+class CancelRequested(MCPTasksError):
     """The task was cancelled (or the server is shutting down): raised in a body by
     `TaskContext.check_cancelled()`, and at the `yield` of a `def` generator being stopped."""
 

@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mcptasks.errors import MCPTasksError
 
-class InvalidValue(TypeError):
+
+class InvalidValue(MCPTasksError, TypeError):
     """A yielded value cannot be stored or sent as JSON (the message says where and why)."""
 
 

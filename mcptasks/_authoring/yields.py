@@ -20,11 +20,13 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from mcptasks.errors import MCPTasksError
+
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class InvalidAnswer(Exception):
+class InvalidAnswer(MCPTasksError):
     """A client's answer did not fit the request; the request is issued again with this reason."""
 
 

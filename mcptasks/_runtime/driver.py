@@ -21,7 +21,7 @@ from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
 from mcptasks._authoring.yields import InputRequest, Result, Status, as_input_requests
 from mcptasks._runtime.watchdog import current_body, watched
-from mcptasks.errors import ProtocolError, ToolError
+from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -54,7 +54,7 @@ class Pending:
     item: Any
 
 
-class UnsupportedYield(TypeError):
+class UnsupportedYield(MCPTasksError, TypeError):
     """Thrown into a generator that yielded a value the driver does not understand."""
 
 

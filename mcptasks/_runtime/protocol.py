@@ -50,6 +50,7 @@ from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import (
     EXTENSION_ID,
     HEADER_MISMATCH,
+    IDEMPOTENCY_META,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -67,11 +68,6 @@ from mcptasks.wire import (
 
 ANONYMOUS_OWNER = "anonymous"
 """The owner of tasks created without an authenticated principal (bearer-id semantics)."""
-
-
-IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"
-"""`_meta` key of a client-chosen idempotency key: retrying a `tools/call` with the same key (and
-owner) returns the task the first call created instead of starting a second run."""
 
 
 def idempotency_key(meta: Mapping[str, Any] | None) -> str | None:

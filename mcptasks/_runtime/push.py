@@ -30,10 +30,6 @@ TASK_NOTIFICATION = "notifications/tasks"
 MAX_TASK_IDS = 1000
 """The most task ids one listen request may name."""
 
-CLOSE_REASON_META = "io.github.mcptasks/closeReason"
-"""`_meta` key of a closing response sent by the server: `done` (every task ended), `shutdown`
-(the server is stopping) or `slow` (the listener did not read for too long)."""
-
 EndReason = Literal["done", "shutdown", "slow"]
 """Why a task stream ended: every followed task ended, the server is stopping, or the listener
 could not keep up."""

@@ -31,7 +31,6 @@ Ctrl-C).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shlex
 import sys
@@ -119,19 +118,19 @@ class CallCommand:
         try:
             return await self._run()
         except Exception as exc:
-            from mcptasks.client import UnknownTask
+            from mcptasks.errors import TaskNotFound
 
             handle = self.handle
             cause = leaf(exc)
-            ended = isinstance(cause, UnknownTask) or getattr(cause, "cancelled", False) is True
-            if handle is not None and not ended and (handle.last is None or not handle.last.terminal):
+            ended = isinstance(cause, TaskNotFound) or getattr(cause, "cancelled", False) is True
+            if handle is None or handle.task_id is None:
+                raise
+            if not ended and (handle.last is None or not handle.last.terminal):
                 write(self.stderr, f"\n{PROG}: task {handle.task_id} may still be running; resume with:\n")
                 write(self.stderr, f"  {self.resume_hint(handle.task_id)}\n")
             raise
 
     async def _run(self) -> int:
-        from mcp_types import CallToolResult
-
         from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
         status = StatusLine(self.stderr, live=self.live)
@@ -148,10 +147,9 @@ class CallCommand:
                 handle = TaskHandle.resume(client, self.resume, tool=self.tool)
                 self.handle = handle
             else:
-                outcome = await start_tool_call(client, self.tool, self.arguments)
-                if isinstance(outcome, CallToolResult):
-                    return self.report_result(outcome)
-                handle = outcome
+                handle = await start_tool_call(client, self.tool, self.arguments)
+                if handle.task_id is None:  # answered at once, without a task
+                    return self.report_result(await handle.result())
                 self.handle = handle
                 if self.detach:
                     return self.report_detached(handle)
@@ -162,7 +160,7 @@ class CallCommand:
 
     def report_detached(self, handle: TaskHandle) -> int:
         """Print the new task's id (stdout) and how to resume it (stderr)."""
-        assert handle.last is not None
+        assert handle.last is not None and handle.task_id is not None
         if self.json_output:
             write(self.stdout, to_json(task_json(handle.last)) + "\n")
         else:
@@ -173,14 +171,15 @@ class CallCommand:
 
     async def follow(self, handle: TaskHandle, status: StatusLine, signals: AsyncIterator[Any]) -> int:
         """Watch the task to its end, handling Ctrl-C."""
+        assert handle.task_id is not None
         while True:
 
             async def watch() -> DetailedTask:
                 final: DetailedTask | None = None
                 async with anyio.create_task_group() as spinner:
                     spinner.start_soon(status.spin)
-                    async with contextlib.aclosing(handle.watch()) as states:
-                        async for task in states:
+                    async with handle.watch() as updates:
+                        async for task in updates:
                             status.show(task)
                             final = task
                     spinner.cancel_scope.cancel()

@@ -41,7 +41,7 @@ def describe(exc: BaseException, url: str | None = None) -> str:
     import httpx2
     from mcp import MCPError
 
-    from mcptasks.client import TaskError
+    from mcptasks.errors import ProtocolError, TaskError
 
     cause = leaf(exc)
     # The SDK's HTTP client turns a 404 response into this error (a JSON-RPC method-not-found
@@ -53,7 +53,7 @@ def describe(exc: BaseException, url: str | None = None) -> str:
         if reason == "All connection attempts failed":
             reason = "connection refused"
         return f"cannot connect to {url} ({reason}): is the server running there?"
-    if isinstance(cause, MCPError):
+    if isinstance(cause, (MCPError, ProtocolError)):
         return f"{cause.message} (code {cause.code})"
     text = str(cause) or type(cause).__name__
     return text if isinstance(cause, TaskError) else f"{type(cause).__name__}: {text}"

@@ -31,9 +31,9 @@ from mcp_types import (
     SubscriptionsAcknowledgedNotificationParams,
 )
 
-from mcptasks._runtime.push import CLOSE_REASON_META, EndReason, TaskPush, requested_task_ids
+from mcptasks._runtime.push import EndReason, TaskPush, requested_task_ids
 from mcptasks.errors import ProtocolError
-from mcptasks.wire import PROTOCOL_VERSION
+from mcptasks.wire import CLOSE_REASON_META, PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
 

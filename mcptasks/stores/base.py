@@ -16,7 +16,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mcptasks.wire import TERMINAL_STATUSES, TaskStatus
+from mcptasks.errors import MCPTasksError
+from mcptasks.wire import TERMINAL_STATUSES, TaskState
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -34,7 +35,7 @@ class TaskRecord:
     task_id: str
     owner: str
     tool: str
-    status: TaskStatus = "working"
+    status: TaskState = "working"
     status_message: str | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = 0.0
@@ -159,7 +160,7 @@ CHANGED_PREFIX = "~"
 the task and push it; runners ignore them. Task ids never contain it."""
 
 
-class TaskExists(Exception):
+class TaskExists(MCPTasksError):
     """`create` was given a task id that is already stored."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
+from mcptasks.errors import MCPTasksError
 from mcptasks.stores._broadcast import LocalBroadcast
 from mcptasks.stores.admin import (
     SqlFilter,
@@ -92,7 +93,7 @@ _NOT_TERMINAL = "status NOT IN ('completed', 'failed', 'cancelled')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
 
 
-class SchemaVersionError(RuntimeError):
+class SchemaVersionError(MCPTasksError, RuntimeError):
     """The database file holds a schema this version of mcptasks cannot use."""
 
 

@@ -7,6 +7,7 @@ import sqlite3
 import sys
 from urllib.parse import urlsplit, urlunsplit
 
+from mcptasks.errors import MCPTasksError
 from mcptasks.stores.base import TaskStore
 
 SUPPORTED_SCHEMES = (
@@ -18,7 +19,7 @@ SUPPORTED_SCHEMES = (
 )
 
 
-class MissingExtra(ImportError):
+class MissingExtra(MCPTasksError, ImportError):
     """A store backend's client library is not installed; the message names the pip command."""
 
     def __init__(self, backend: str, package: str, extra: str) -> None:

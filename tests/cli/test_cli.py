@@ -26,7 +26,7 @@ from pydantic import ConfigDict
 from sdk_helpers import answered_by_hand
 
 import mcptasks
-from mcptasks.client import GetTaskRequest, TaskIdParams
+from mcptasks.client import GetTaskRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -206,9 +206,7 @@ async def start_task(client: Client, name: str, arguments: dict[str, Any]) -> st
 
 
 async def get_task(client: Client, task_id: str) -> dict[str, Any]:
-    return _wire(
-        await client.session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), AnyResult)
-    )
+    return _wire(await client.session.send_request(GetTaskRequest.of(task_id), AnyResult))
 
 
 async def finish(client: Client, task_id: str) -> dict[str, Any]:

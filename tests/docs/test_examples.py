@@ -35,8 +35,6 @@ from mcptasks import TaskServer, ToolError
 from mcptasks.client import (
     CancelTaskRequest,
     GetTaskRequest,
-    TaskIdParams,
-    UpdateTaskParams,
     UpdateTaskRequest,
 )
 
@@ -98,7 +96,7 @@ class Tasks:
         return {"status": "completed", "result": created}
 
     async def get(self, task_id: str) -> dict[str, Any]:
-        request = GetTaskRequest(params=TaskIdParams(task_id=task_id))
+        request = GetTaskRequest.of(task_id)
         task = _wire(await self.client.session.send_request(request, AnyResult))
         message = task.get("statusMessage")
         if message is not None and (not self.seen_status or self.seen_status[-1] != message):
@@ -106,11 +104,11 @@ class Tasks:
         return task
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
-        request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=responses))
+        request = UpdateTaskRequest.of(task_id, responses)
         return _wire(await self.client.session.send_request(request, AnyResult))
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
-        request = CancelTaskRequest(params=TaskIdParams(task_id=task_id))
+        request = CancelTaskRequest.of(task_id)
         return _wire(await self.client.session.send_request(request, AnyResult))
 
     async def wait_for(

@@ -49,10 +49,10 @@ from mcptasks.client import (
     TasksClient,
     TaskStuck,
     TaskUnreachable,
-    UnknownTask,
     server_identity,
     start_tool_call,
 )
+from mcptasks.errors import MCPTasksError, TaskError, TaskNotFound
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "examples" / "conformance_server.py"
@@ -146,6 +146,7 @@ async def test_a_failed_task_raises_task_failed_with_the_json_rpc_error() -> Non
                 await client.call_tool("protocol_error_job", {})
     failure = caught.value
     assert isinstance(failure, MCPError)  # code that catches MCPError for inline calls still works
+    assert isinstance(failure, MCPTasksError)
     assert (failure.code, failure.message, failure.data) == (
         -32603,
         "backend unavailable",
@@ -199,7 +200,6 @@ async def test_input_before_the_task_exists_then_the_task() -> None:
             conformance_app().mcp, extensions=[TasksClient()], elicitation_callback=answers
         ) as client:
             outcome = await start_tool_call(client, "test_tool_with_task")
-            assert isinstance(outcome, TaskHandle)
             assert text_of(await outcome.result()) == "Hello, Lin!"
     assert answers.calls == [("user_name", "What is your name?")]
 
@@ -211,16 +211,16 @@ async def test_handle_status_watch_wait_and_result() -> None:
     with anyio.fail_after(TIMEOUT):
         async with Client(conformance_app().mcp, extensions=[TasksClient()]) as client:
             handle = await start_tool_call(client, "slow_compute", {"seconds": 1.5, "label": "job"})
-            assert isinstance(handle, TaskHandle)
             assert handle.tool == "slow_compute"
             first = await handle.status()
             assert first.task_id == handle.task_id
             assert first.status == "working"
             messages: list[str | None] = []
             statuses: list[str] = []
-            async for task in handle.watch():
-                statuses.append(task.status)
-                messages.append(task.status_message)
+            async with handle.watch() as updates:
+                async for task in updates:
+                    statuses.append(task.status)
+                    messages.append(task.status_message)
             assert statuses[-1] == "completed"
             assert set(statuses[:-1]) == {"working"}
             progress = [None, "job: started", "job: 0.5/1.5 s", "job: 1.0/1.5 s", "job: 1.5/1.5 s"]
@@ -237,9 +237,16 @@ async def test_handle_status_watch_wait_and_result() -> None:
 async def test_start_tool_call_returns_the_result_of_an_ordinary_tool() -> None:
     with anyio.fail_after(TIMEOUT):
         async with Client(conformance_app().mcp, extensions=[TasksClient()]) as client:
-            outcome = await start_tool_call(client, "greet", {"name": "Bo"})
-    assert isinstance(outcome, CallToolResult)
-    assert text_of(outcome) == "Hello, Bo!"
+            handle = await start_tool_call(client, "greet", {"name": "Bo"})
+            assert handle.task_id is None and handle.last is None
+            assert repr(handle) == "TaskHandle(task_id=None, tool='greet', status='completed')"
+            async with handle.watch() as updates:
+                assert [task async for task in updates] == []  # no task, so no state
+            await handle.cancel()  # nothing to cancel
+            result = await handle.result()
+            with pytest.raises(ValueError, match="answered this call at once"):
+                await handle.status()
+    assert text_of(result) == "Hello, Bo!"
 
 
 async def test_an_idempotency_key_returns_the_same_task() -> None:
@@ -248,11 +255,6 @@ async def test_an_idempotency_key_returns_the_same_task() -> None:
             first = await start_tool_call(client, "slow_compute", {"seconds": 30}, idempotency_key="k-1")
             again = await start_tool_call(client, "slow_compute", {"seconds": 30}, idempotency_key="k-1")
             other = await start_tool_call(client, "slow_compute", {"seconds": 30}, idempotency_key="k-2")
-            assert (
-                isinstance(first, TaskHandle)
-                and isinstance(again, TaskHandle)
-                and isinstance(other, TaskHandle)
-            )
             assert first.task_id == again.task_id != other.task_id
             for handle in (first, other):
                 await handle.cancel()
@@ -268,10 +270,10 @@ async def test_cancel_then_result_raises_task_cancelled() -> None:
     with anyio.fail_after(TIMEOUT):
         async with Client(conformance_app().mcp, extensions=[TasksClient()]) as client:
             handle = await start_tool_call(client, "slow_compute", {"seconds": 60})
-            assert isinstance(handle, TaskHandle)
-            async for task in handle.watch():
-                if task.status_message is not None and task.status == "working":
-                    await handle.cancel()
+            async with handle.watch() as updates:
+                async for task in updates:
+                    if task.status_message is not None and task.status == "working":
+                        await handle.cancel()
             assert handle.last is not None and handle.last.status == "cancelled"
             with pytest.raises(TaskCancelled) as caught:
                 await handle.result()
@@ -287,27 +289,51 @@ async def test_watch_without_answering_and_respond_by_hand() -> None:
             conformance_app().mcp, extensions=[TasksClient()], elicitation_callback=callback
         ) as client:
             handle = await start_tool_call(client, "confirm_delete", {"filename": "d.txt"})
-            assert isinstance(handle, TaskHandle)
-            async for task in handle.watch(answer_inputs=False):
-                if task.status == "input_required":
-                    assert task.input_requests is not None
-                    ((key, request),) = task.input_requests.items()
-                    assert request["method"] == "elicitation/create"
-                    assert request["params"]["message"] == "Delete d.txt?"
-                    await handle.respond({key: ElicitResult(action="accept", content={"confirm": True})})
-                    await handle.respond({key: {"action": "decline"}})  # already answered: not sent
-                    assert handle.answered == {key}
+            async with handle.watch(answer_inputs=False) as updates:
+                async for task in updates:
+                    if task.status == "input_required":
+                        assert task.input_requests is not None
+                        ((key, request),) = task.input_requests.items()
+                        assert request["method"] == "elicitation/create"
+                        assert request["params"]["message"] == "Delete d.txt?"
+                        await handle.respond({key: ElicitResult(action="accept", content={"confirm": True})})
+                        await handle.respond({key: {"action": "decline"}})  # already answered: not sent
+                        assert handle.answered == {key}
             assert text_of(await handle.result()) == "deleted d.txt"
     assert callback.calls == []
 
 
-async def test_an_unknown_task_id_raises_unknown_task() -> None:
+async def test_an_unknown_task_id_raises_task_not_found() -> None:
     async with Client(conformance_app().mcp, extensions=[TasksClient()]) as client:
         handle = TaskHandle.resume(client, "no-such-task")
-        with pytest.raises(UnknownTask) as caught:
+        with pytest.raises(TaskNotFound) as caught:
             await handle.status()
     assert caught.value.code == -32602
     assert caught.value.task_id == "no-such-task"
+    assert isinstance(caught.value, TaskError) and isinstance(caught.value, MCPTasksError)
+
+
+async def test_a_watch_left_early_or_cancelled_can_be_watched_again() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with Client(conformance_app().mcp, extensions=[TasksClient()]) as client:
+            handle = await start_tool_call(client, "slow_compute", {"seconds": 1.0, "label": "again"})
+            async with handle.watch() as updates:
+                first = await updates.__anext__()  # leaving after one state needs no closing
+            assert first.status == "working"
+            with anyio.CancelScope() as scope:
+                async with handle.watch() as updates:
+                    async for task in updates:
+                        if task.status_message is not None:
+                            scope.cancel()  # cancelled while waiting for the next state
+            assert scope.cancelled_caught
+            statuses = []
+            async with handle.watch() as updates:
+                async for task in updates:
+                    statuses.append(task.status)
+                async for _task in updates:
+                    statuses.append("after the end")  # an ended watch stays ended
+            assert statuses[-1] == "completed" and "after the end" not in statuses
+            assert text_of(await handle.result()) == "again: finished after 1 s"
 
 
 # -- small apps for the hard cases -----------------------------------------------------------------
@@ -707,7 +733,6 @@ async def test_the_ledger_follows_a_task_from_start_to_end(tmp_path: Path) -> No
     with anyio.fail_after(TIMEOUT):
         async with Client(conformance_app().mcp, extensions=[TasksClient(ledger=ledger)]) as client:
             handle = await start_tool_call(client, "slow_compute", {"seconds": 0.2})
-            assert isinstance(handle, TaskHandle)
             (pending,) = ledger.pending()
             assert (pending.server, pending.task_id, pending.tool) == (
                 "inprocess:mcptasks-conformance",
@@ -759,7 +784,6 @@ async def test_resume_by_id_with_a_new_client_after_a_restart(http_url: str, tmp
         # The first "process": start the task, record it, and throw the client away.
         async with Client(http_url, extensions=[TasksClient(ledger=TaskLedger(ledger_path))]) as client:
             handle = await start_tool_call(client, "slow_compute", {"seconds": 1.0, "label": "resumed"})
-            assert isinstance(handle, TaskHandle)
             task_id = handle.task_id
         del client, handle
         # The second: find the pending task in the ledger and follow it with a brand-new client.
@@ -795,7 +819,6 @@ async def test_over_stdio() -> None:
             )
             assert text_of(await client.call_tool("multi_input", {})) == "Io says stop"
             handle = await start_tool_call(client, "slow_compute", {"seconds": 30})
-            assert isinstance(handle, TaskHandle)
             assert handle.server_id is not None and handle.server_id.startswith("stdio:")
             await handle.cancel()
             with pytest.raises(TaskCancelled):

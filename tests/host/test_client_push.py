@@ -24,7 +24,7 @@ from processes import clean_env
 from sdk_helpers import TIMEOUT, poll, serve_http
 
 from mcptasks import Result, TaskServer
-from mcptasks.client import DetailedTask, TaskHandle, TasksClient, start_tool_call
+from mcptasks.client import DetailedTask, TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -183,7 +183,6 @@ async def test_a_cut_stream_is_caught_up_with_one_get_and_listened_again() -> No
                 extension = CountingTasksClient()
                 async with Client(proxied, extensions=[extension]) as client:
                     handle = await start_tool_call(client, "gated", {"label": "cut"})
-                    assert isinstance(handle, TaskHandle)
                     states: list[str | None] = []
 
                     async def cut_then_finish(listens: int) -> None:
@@ -198,8 +197,8 @@ async def test_a_cut_stream_is_caught_up_with_one_get_and_listened_again() -> No
                         app.gate("cut").set()
 
                     gets_after_cut: list[int] = []
-                    async with anyio.create_task_group() as group:
-                        async for task in handle.watch():
+                    async with anyio.create_task_group() as group, handle.watch() as updates:
+                        async for task in updates:
                             states.append(task.status_message)
                             if task.status_message == "cut: waiting":
                                 group.start_soon(cut_then_finish, app.methods["subscriptions/listen"])
@@ -217,12 +216,12 @@ async def test_a_server_that_stops_serving_streams_is_polled() -> None:
         with anyio.fail_after(TIMEOUT):
             async with Client(url, extensions=[TasksClient()]) as client:
                 handle = await start_tool_call(client, "gated", {"label": "stop"})
-                assert isinstance(handle, TaskHandle)
-                async for task in handle.watch():
-                    if task.status_message == "stop: waiting" and not push.feed.watching("never"):
-                        push.feed.close()  # every stream ends now, and new ones end at once
-                        gets = app.methods["tasks/get"]
-                        app.gate("stop").set()
+                async with handle.watch() as updates:
+                    async for task in updates:
+                        if task.status_message == "stop: waiting" and not push.feed.watching("never"):
+                            push.feed.close()  # every stream ends now, and new ones end at once
+                            gets = app.methods["tasks/get"]
+                            app.gate("stop").set()
     assert handle.last is not None and handle.last.status == "completed"
     assert app.methods["tasks/get"] > gets
 
@@ -233,7 +232,6 @@ async def test_a_server_without_push_is_polled() -> None:
         with anyio.fail_after(TIMEOUT):
             async with Client(url, extensions=[TasksClient()]) as client:
                 handle = await start_tool_call(client, "gated", {"label": "old"})
-                assert isinstance(handle, TaskHandle)
                 app.gate("old").set()
                 final = await handle.wait()
     assert final.status == "completed"
