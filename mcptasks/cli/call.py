@@ -218,6 +218,7 @@ class CallCommand:
         asks it again."""
         if not self.interactive:
             return "detach"
+        assert handle.task_id is not None
         return await interrupt_menu(
             self.stderr, TerminalInput(sys.stdin.fileno()), handle.task_id, signals, question
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from mcptasks.errors import MCPTasksError
+
 __all__ = [
     "EXIT_CANCELLED",
     "EXIT_FAILED",
@@ -32,7 +34,7 @@ EXIT_HELP = (
 """The epilog of the client subcommands' help."""
 
 
-class CliError(Exception):
+class CliError(MCPTasksError):
     """A bad command line or setting, reported in one line: exit status 2.
 
     `prog` is the command the line names (`mcptasks admin: error: ...`)."""

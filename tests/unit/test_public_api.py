@@ -14,9 +14,6 @@ from mcptasks._runtime.driver import Interrupt
 
 INTERNAL_EXCEPTIONS = {
     "mcptasks.client.extension._TaskStarted",  # caught by start_tool_call around its own call
-    "mcptasks.cli.main.CliError",  # the command line's own errors end as an exit status
-    "mcptasks.cli.call.UsageError",
-    "mcptasks.cli.admin.AdminError",
 }
 
 
