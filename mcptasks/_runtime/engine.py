@@ -50,6 +50,12 @@ from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
 PollLimit = Literal["off", "delay", "reject"]
+
+IMMEDIATE_TURNS = 6
+"""How many scheduler turns a just-started body gets to end for an immediate result."""
+
+IMMEDIATE_WRITE_WAIT = 5.0
+"""How long (seconds) an immediate result waits for the store to record the body's end."""
 T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
@@ -505,6 +511,7 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
+            run.ended.set()
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -521,18 +528,27 @@ class TaskEngine:
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
         task_group.start_soon(job)
 
-    async def settled(self, task_id: str, *, checkpoints: int = 6) -> Outcome | None:
-        """Give a just-started body a few scheduler turns; its outcome if it already finished.
+    async def settled(self, task_id: str) -> Outcome | None:
+        """The outcome of a just-started body that ended at once, else None (see `IMMEDIATE_TURNS`).
 
-        This is no wall-clock wait: a body that suspends on real work (I/O, sleeps, input) is
-        not waited for. It lets the protocol answer a task that finished at once with its result.
+        A body ends at once when it returns within `IMMEDIATE_TURNS` scheduler turns of starting
+        without yielding a status, a checkpoint or a question. The rule is about the body alone,
+        so the same tool gets the same answer on every store: once such a body ended, this waits
+        for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the store
+        schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
         """
         run = self._runs.get(task_id)
-        for _ in range(checkpoints):
-            if run is None or run.final is not None:
+        if run is None:
+            return None
+        for _ in range(IMMEDIATE_TURNS):
+            if run.final is not None or run.ending or run.yielded:
                 break
             await anyio.lowlevel.checkpoint()
-        return None if run is None else run.final
+        if run.yielded or not (run.ending or run.final is not None):
+            return None
+        with anyio.move_on_after(IMMEDIATE_WRITE_WAIT):
+            await run.ended.wait()
+        return run.final
 
     async def _claim_forever(self) -> None:
         while True:
@@ -679,6 +695,7 @@ class TaskEngine:
         return _HALTED  # stopped because the record ended or vanished: nothing left to write
 
     async def _settle_shielded(self, run: TaskRun, outcome: Outcome | None) -> None:
+        run.ending = True
         try:
             if not self._closing:
                 await self._settle(run, outcome)

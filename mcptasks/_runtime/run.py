@@ -92,6 +92,8 @@ class TaskRun:
 
     __slots__ = (
         "attempt",
+        "ended",
+        "ending",
         "expires_at",
         "final",
         "flushing",
@@ -107,6 +109,7 @@ class TaskRun:
         "task_id",
         "tool",
         "waiters",
+        "yielded",
     )
 
     def __init__(
@@ -142,6 +145,12 @@ class TaskRun:
         """A status yielded within `Limits.status_interval` of the last write, not written yet."""
         self.next_status_at = 0.0
         self.flushing = False
+        self.yielded = False
+        """Whether the body wrote anything before it ended (a status, a checkpoint, a question)."""
+        self.ending = False
+        """Whether the body is over and its end is being recorded."""
+        self.ended: anyio.Event = anyio.Event()
+        """Set once the run is over on this engine (its end recorded, or given up)."""
 
     @property
     def cancelled(self) -> bool:
@@ -225,6 +234,7 @@ class TaskRun:
         A status yielded sooner is kept and written when the interval ends (the last one wins).
         Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
         """
+        self.yielded = True
         await anyio.lowlevel.checkpoint()
         limits = self.host.limits
         if len(message) > limits.max_status_length:
@@ -261,12 +271,14 @@ class TaskRun:
 
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""
+        self.yielded = True
         if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
             await self._halt()
         self.saved = state
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
+        self.yielded = True
         pending = list(requests)
         limit = self.host.limits.max_input_requests
         outstanding = len(self.record.input_requests) if self.record is not None else 0
