@@ -39,7 +39,7 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, TaskExists, TaskRecord
+from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, TaskExists, TaskRecord
 
 __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore", "migrate"]
 
@@ -90,10 +90,6 @@ _COLUMNS = RECORD_COLUMNS
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
 _NOT_TERMINAL = "status NOT IN ('completed', 'failed', 'cancelled')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
-
-
-class SchemaVersionError(RuntimeError):
-    """The database file holds a schema this version of mcptasks cannot use."""
 
 
 def migrate(conn: sqlite3.Connection, name: str = "database") -> int:
