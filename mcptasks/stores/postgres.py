@@ -47,6 +47,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 
 from mcptasks.stores._broadcast import LocalBroadcast
+from mcptasks.stores._sql import ACTIVE, NOT_TERMINAL
 from mcptasks.stores.admin import (
     SqlFilter,
     TaskPage,
@@ -133,7 +134,6 @@ _COLUMNS = RECORD_COLUMNS
 
 _TEXT_COLUMNS = ("task_id", "owner", "tool", "runner", "idempotency_key")
 _RETURNED = f"{', '.join(_COLUMNS)}, body"
-_ACTIVE = "status IN ('working', 'input_required')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > {now})"
 
 
@@ -372,13 +372,13 @@ class PostgresTaskStore:
                 f"UPDATE {tasks} SET "
                 + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
                 + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
-                "AND status NOT IN ('completed', 'failed', 'cancelled')"
+                f"AND {NOT_TERMINAL}"
             ),
             "list_active": (
-                f"SELECT {_RETURNED} FROM {tasks} WHERE {_ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
+                f"SELECT {_RETURNED} FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
                 "ORDER BY created_at, task_id"
             ),
-            "active_ids": f"SELECT task_id FROM {tasks} WHERE {_ACTIVE} AND {_UNEXPIRED.format(now='$1')}",
+            "active_ids": f"SELECT task_id FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')}",
             "delete_expired": f"DELETE FROM {tasks} WHERE expires_at <= $1",
             "forget_runners": f"DELETE FROM {s}.runners WHERE expires_at <= $1",
             "heartbeat": (
@@ -388,7 +388,7 @@ class PostgresTaskStore:
             "live_runners": f"SELECT runner FROM {s}.runners WHERE expires_at > $1",
             "claim": (
                 f"WITH picked AS MATERIALIZED (SELECT task_id FROM {tasks} "
-                f"WHERE runner IS NULL AND {_ACTIVE} AND {_UNEXPIRED.format(now='$3')} "
+                f"WHERE runner IS NULL AND {ACTIVE} AND {_UNEXPIRED.format(now='$3')} "
                 "ORDER BY created_at, task_id LIMIT $2 FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {tasks} AS t SET runner = $1, version = t.version + 1 FROM picked "
                 f"WHERE t.task_id = picked.task_id RETURNING "
@@ -602,7 +602,7 @@ class PostgresTaskStore:
     async def stats(self) -> TaskStats:
         """Counts, oldest active record, queue depth and live runners (one repeatable-read snapshot)."""
         s = f'"{self._schema}"'
-        active = f"{_ACTIVE} AND {_UNEXPIRED.format(now='$1')}"
+        active = f"{ACTIVE} AND {_UNEXPIRED.format(now='$1')}"
         now = time.time()
         pool = self._pool()
         conn = await pool.acquire()
