@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack, nullcontext
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -34,7 +34,7 @@ from mcptasks._runtime.driver import (
     settle_body,
 )
 from mcptasks._runtime.feed import follow
-from mcptasks._runtime.heartbeat import HeartbeatThread
+from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
 from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
@@ -82,6 +82,13 @@ def new_task_id() -> str:
         task_id = secrets.token_urlsafe(32)
         if not task_id.startswith("-"):
             return task_id
+
+
+class Unsettled(NamedTuple):
+    """The end of a run kept while the store was unreachable, written once it answers."""
+
+    run: TaskRun
+    outcome: Outcome
 
 
 class TaskEngine:
@@ -167,7 +174,7 @@ class TaskEngine:
         self.store_retry = store_retry if store_retry is not None else StoreRetry()
         self.heartbeat_thread = heartbeat_thread
         self.wedge_limit = wedge_limit
-        self._unsettled: dict[str, tuple[TaskRun, Outcome]] = {}
+        self._unsettled: dict[str, Unsettled] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.announce_changes = announce_changes
         self.tools: dict[str, TaskTool] = {}
@@ -262,7 +269,7 @@ class TaskEngine:
             # The loop renews too: if the thread cannot reach the store, the lease still holds.
             task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
             if beats is not None:
-                task_group.start_soon(self._tick_forever, beats)
+                task_group.start_soon(beats.tick_forever)  # shows the thread this loop still runs
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
@@ -334,17 +341,9 @@ class TaskEngine:
 
     def _heartbeat_thread(self) -> HeartbeatThread | None:
         """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
-        make = getattr(self.store, "twin", None)
-        if not self.heartbeat_thread or not callable(make) or make() is None:
+        if not self.heartbeat_thread:
             return None
-        return HeartbeatThread(make, self.instance_id, self.lease_ttl, self.wedge_limit)
-
-    @staticmethod
-    async def _tick_forever(beats: HeartbeatThread) -> None:
-        """Show the heartbeat thread that this event loop still runs."""
-        while True:
-            beats.tick()
-            await anyio.sleep(1.0)
+        return heartbeat_thread(self.store, self.instance_id, self.lease_ttl, self.wedge_limit)
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
@@ -739,8 +738,8 @@ class TaskEngine:
                     run.final = outcome
         except self.outage_errors as exc:
             kept = outcome is not None and patient  # not at shutdown: nothing would write it
-            if kept:
-                self._unsettled[run.task_id] = (run, outcome)  # type: ignore[assignment]
+            if outcome is not None and patient:
+                self._unsettled[run.task_id] = Unsettled(run, outcome)
             logger.error(
                 "could not record the end of task %s: the task store is unreachable (%s); %s",
                 run.task_id,
