@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack, nullcontext
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -40,23 +40,22 @@ from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
+from mcptasks._runtime.polling import PollLimit as PollLimit
+from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.watchdog import Watchdog, current_body
-from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
-
-PollLimit = Literal["off", "delay", "reject"]
 
 IMMEDIATE_TURNS = 6
 """How many scheduler turns a just-started body gets to end for an immediate result."""
 
 IMMEDIATE_WRITE_WAIT = 5.0
 """How long (seconds) an immediate result waits for the store to record the body's end."""
-T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
 
@@ -188,7 +187,7 @@ class TaskEngine:
         were cancelled (`mcptasks serve` exits the process there instead of waiting forever)."""
         self._drained: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
-        self._last_poll: dict[str, float] = {}
+        self._polls = PollMarks()
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
         self._task_group: TaskGroup | None = None
@@ -877,23 +876,12 @@ class TaskEngine:
         return record
 
     async def _throttle(self, record: TaskRecord) -> None:
-        now = anyio.current_time()
-        last = self._last_poll.get(record.task_id)
         minimum = self.poll_interval_ms(record) / 1000.0 * self.poll_tolerance
-        if last is not None and now - last < minimum:
-            wait = minimum - (now - last)
-            if self.poll_limit == "reject":
-                raise PollTooFast(record.task_id, math.ceil(wait * 1000))
-            await anyio.sleep(wait)
-        self._last_poll[record.task_id] = anyio.current_time()
+        await self._polls.throttle(record.task_id, minimum, self.poll_limit)
 
     def poll_interval_ms(self, record: TaskRecord) -> int:
         """The `pollIntervalMs` to advertise for `record` now (adaptive when configured)."""
-        base = record.poll_interval_ms or 1000
-        if self.adaptive_poll_max_ms is None or record.terminal:
-            return base
-        age_ms = (time.time() - record.created_at) * 1000.0
-        return int(min(self.adaptive_poll_max_ms, max(base, age_ms / 10.0)))
+        return advertised_interval_ms(record, self.adaptive_poll_max_ms)
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
         """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op."""
@@ -977,9 +965,7 @@ class TaskEngine:
     async def sweep(self, now: float | None = None) -> int:
         """Delete expired records and forget stale poll marks; return how many records went."""
         now = time.time() if now is None else now
-        horizon = anyio.current_time() - 600.0
-        for task_id in [t for t, seen in self._last_poll.items() if seen < horizon]:
-            del self._last_poll[task_id]
+        self._polls.forget_stale()
         return await self.store.delete_expired(now)
 
     @property
