@@ -5,7 +5,8 @@ Private: the public names are re-exported from `mcptasks`. Free of the `mcp` SDK
 Where things are:
 
 - `engine`: `TaskEngine`, the coordinator: creates tasks, starts and settles runs, claims queued
-  tasks, applies client requests (`get`, `update`, `cancel`), runs the background duties.
+  tasks, applies client requests (`get`, `update`, `cancel`), runs the background duties;
+  `polling`: advertised poll intervals and poll limiting.
 - `run`: `TaskRun`, one running body and the record writes it makes (status, checkpoint, input),
   through `RunHost`, the part of the engine a run may use.
 - `driver`: turns a body's yields into channel calls and its end into an `Outcome`.
