@@ -529,20 +529,25 @@ class TaskEngine:
     async def settled(self, task_id: str) -> Outcome | None:
         """The outcome of a just-started body that ended at once, else None (see `IMMEDIATE_TURNS`).
 
-        A body ends at once when it returns within `IMMEDIATE_TURNS` scheduler turns of starting
-        without yielding a status, a checkpoint or a question. The rule is about the body alone,
-        so the same tool gets the same answer on every store: once such a body ended, this waits
-        for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the store
-        schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
+        Call it right after `start`. A body ends at once when it returns within `IMMEDIATE_TURNS`
+        scheduler turns of starting without writing a checkpoint or asking a question; the
+        statuses it yields meanwhile are held in memory, not written. So the rule is about the
+        body alone and a tool gets the same answer on every store: once such a body ended, this
+        waits for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the
+        store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
         """
         run = self._runs.get(task_id)
         if run is None:
             return None
-        for _ in range(IMMEDIATE_TURNS):
-            if run.final is not None or run.ending or run.yielded:
-                break
-            await anyio.lowlevel.checkpoint()
-        if run.yielded or not (run.ending or run.final is not None):
+        run.hold_statuses()
+        try:
+            for _ in range(IMMEDIATE_TURNS):
+                if run.ending or run.yielded:
+                    break
+                await anyio.lowlevel.checkpoint()
+        finally:
+            run.release_statuses()
+        if run.yielded or not run.ending:
             return None
         with anyio.move_on_after(IMMEDIATE_WRITE_WAIT):
             await run.ended.wait()

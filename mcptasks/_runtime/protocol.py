@@ -245,8 +245,8 @@ class TasksProtocol:
     """Serves the extension for a set of task tools on top of a `TaskEngine`.
 
     `fallback` is the server-wide fallback mode (see `mcptasks._runtime.fallback`). With
-    `immediate_results` (default), a task whose body returns at once without yielding anything
-    (see `TaskEngine.settled`) is answered with its `CallToolResult`, which the extension allows;
+    `immediate_results` (default), a task whose body returns at once (see `TaskEngine.settled`)
+    is answered with its `CallToolResult`, which the extension allows;
     the task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
     kept suspended at a question between rounds (see `mcptasks._runtime.parking`).
     """

@@ -97,6 +97,7 @@ class TaskRun:
         "expires_at",
         "final",
         "flushing",
+        "holding",
         "host",
         "next_status_at",
         "owner",
@@ -145,8 +146,10 @@ class TaskRun:
         """A status yielded within `Limits.status_interval` of the last write, not written yet."""
         self.next_status_at = 0.0
         self.flushing = False
+        self.holding = False
+        """Whether yielded statuses are kept in memory for now (`hold_statuses`)."""
         self.yielded = False
-        """Whether the body wrote anything before it ended (a status, a checkpoint, a question)."""
+        """Whether the body wrote a checkpoint or asked a question (so it did not end at once)."""
         self.ending = False
         """Whether the body is over and its end is being recorded."""
         self.ended: anyio.Event = anyio.Event()
@@ -231,14 +234,17 @@ class TaskRun:
     async def set_status(self, message: str) -> None:
         """Write `statusMessage` (skipped when unchanged), at most once per `status_interval`.
 
-        A status yielded sooner is kept and written when the interval ends (the last one wins).
+        A status yielded sooner is kept and written when the interval ends (the last one wins);
+        so is one yielded while statuses are held (`hold_statuses`).
         Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
         """
-        self.yielded = True
         await anyio.lowlevel.checkpoint()
         limits = self.host.limits
         if len(message) > limits.max_status_length:
             message = message[: limits.max_status_length - 1] + "…"
+        if self.holding:
+            self.pending_status = message
+            return
         now = anyio.current_time()
         if now < self.next_status_at:
             self.pending_status = message
@@ -254,6 +260,18 @@ class TaskRun:
             return
         if written is None:
             await self._halt()
+
+    def hold_statuses(self) -> None:
+        """Keep yielded statuses in memory until `release_statuses` (or the end, which writes the
+        last one): while the engine waits for an immediate result, a status costs no store write."""
+        self.holding = True
+
+    def release_statuses(self) -> None:
+        """Stop holding statuses; a held one is written now."""
+        self.holding = False
+        if self.pending_status is None or self.flushing or self.final is not None or self.ending:
+            return
+        self.flushing = self.host.start_soon(self._flush_status)
 
     async def _flush_status(self) -> None:
         """Write the coalesced status once its interval has passed (unless a write took it)."""

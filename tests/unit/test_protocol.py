@@ -265,18 +265,10 @@ async def test_work_before_the_first_yield_does_not_delay_tools_call() -> None:
 
 async def test_immediate_result_for_a_body_that_never_suspends(meta: dict[str, Any]) -> None:
     async with serve(*TOOLS, immediate_results=True) as (_, protocol):
-        result = await protocol.call_tool("required_tool", {}, meta=meta)
+        result = await protocol.call_tool("optional_tool", {"n": 4}, meta=meta)
     assert result["resultType"] == "complete"
-    assert text_of(result) == "required ran"
+    assert result["structuredContent"] == {"result": 4}
     assert result["isError"] is False
-
-
-async def test_a_body_that_reports_a_status_first_is_a_task(meta: dict[str, Any]) -> None:
-    async with serve(*TOOLS, immediate_results=True) as (_, protocol):
-        created = await protocol.call_tool("optional_tool", {"n": 4}, meta=meta)
-        assert created["resultType"] == "task"
-        final = await Client(protocol).finish(created["taskId"])
-    assert final["result"]["structuredContent"] == {"result": 4}
 
 
 async def test_immediate_results_never_wait_for_a_suspended_body(meta: dict[str, Any]) -> None:
@@ -289,11 +281,11 @@ async def test_immediate_results_never_wait_for_a_suspended_body(meta: dict[str,
 
 async def test_immediate_results_are_the_protocol_default(meta: dict[str, Any]) -> None:
     engine = TaskEngine()
-    protocol = TasksProtocol(engine, [required_tool])
+    protocol = TasksProtocol(engine, [optional_tool])
     async with engine:
-        result = await protocol.call_tool("required_tool", {}, meta=meta)
+        result = await protocol.call_tool("optional_tool", {"n": 6}, meta=meta)
     assert result["resultType"] == "complete"
-    assert text_of(result) == "required ran"
+    assert result["structuredContent"] == {"result": 6}
 
 
 # -- tasks/get shapes ------------------------------------------------------------------------
