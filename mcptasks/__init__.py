@@ -72,7 +72,7 @@ _PUBLIC: dict[str, str] = {
     "TaskStats": "mcptasks.stores.admin",
     "RunnerLease": "mcptasks.stores.admin",
     "MissingExtra": "mcptasks.stores.url",
-    "SchemaVersionError": "mcptasks.stores.sqlite",
+    "SchemaVersionError": "mcptasks.stores.base",
     "RedisTaskStore": "mcptasks.stores.redis",
     "PostgresTaskStore": "mcptasks.stores.postgres",
     # -- client, advanced --------------------------------------------------------------------
@@ -166,13 +166,13 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks.stores.admin import TaskPage as TaskPage
     from mcptasks.stores.admin import TaskQuery as TaskQuery
     from mcptasks.stores.admin import TaskStats as TaskStats
+    from mcptasks.stores.base import SchemaVersionError as SchemaVersionError
     from mcptasks.stores.base import TaskExists as TaskExists
     from mcptasks.stores.base import TaskRecord as TaskRecord
     from mcptasks.stores.base import TaskStore as TaskStore
     from mcptasks.stores.memory import MemoryTaskStore as MemoryTaskStore
     from mcptasks.stores.postgres import PostgresTaskStore as PostgresTaskStore
     from mcptasks.stores.redis import RedisTaskStore as RedisTaskStore
-    from mcptasks.stores.sqlite import SchemaVersionError as SchemaVersionError
     from mcptasks.stores.sqlite import SqliteTaskStore as SqliteTaskStore
     from mcptasks.stores.url import MissingExtra as MissingExtra
     from mcptasks.stores.url import store_from_url as store_from_url

@@ -28,7 +28,7 @@ from mcptasks.errors import ToolError
 from mcptasks.wire import EXTENSION_ID, TaskSupport
 
 FallbackMode = Literal["inline", "tools", "reject"]
-"""What a task tool does for a request without the extension (see `mcptasks._runtime.fallback`)."""
+"""What a task tool does for a request without the extension: `"inline"`, `"tools"` or `"reject"`."""
 
 FALLBACK_MODES: tuple[str, ...] = ("inline", "tools", "reject")
 

@@ -1,4 +1,20 @@
 """Running task bodies against a store: the engine, the protocol handlers, input, push, limits.
 
 Private: the public names are re-exported from `mcptasks`. Free of the `mcp` SDK.
+
+Where things are:
+
+- `engine`: `TaskEngine`, the coordinator: creates tasks, starts and settles runs, claims queued
+  tasks, applies client requests (`get`, `update`, `cancel`), runs the background duties;
+  `polling`: advertised poll intervals and poll limiting.
+- `run`: `TaskRun`, one running body and the record writes it makes (status, checkpoint, input),
+  through `RunHost`, the part of the engine a run may use.
+- `driver`: turns a body's yields into channel calls and its end into an `Outcome`.
+- `recovery`: what becomes of tasks whose runner is gone; `heartbeat`, `instances`: leases.
+- `protocol`: `TasksProtocol`, the extension's requests as plain dicts; `routes` decides how a
+  `tools/call` is answered; `mrtr`, `parking`, `request_state`: input rounds on `tools/call`;
+  `fallback`: the generated `task_*` tools.
+- `feed`, `push`: change notifications and `notifications/tasks` streams.
+- `limits`, `outages`, `watchdog`, `observer`, `tasklog`, `operator`: bounds, store outages, a
+  blocked loop, telemetry hooks, transition logs, operator views.
 """

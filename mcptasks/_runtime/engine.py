@@ -11,9 +11,9 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack, nullcontext
-from typing import Any, Literal, TypeVar
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -22,8 +22,6 @@ from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.results import error_result
 from mcptasks._authoring.tool import TaskTool
-from mcptasks._authoring.values import InvalidValue
-from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import (
     STOPPED,
     InlineChannel,
@@ -34,27 +32,32 @@ from mcptasks._runtime.driver import (
     outcome_of_abort,
     run_body,
     settle_body,
-    wire_requests,
 )
-from mcptasks._runtime.heartbeat import HeartbeatThread
+from mcptasks._runtime.feed import follow
+from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
 from mcptasks._runtime.limits import Limits, TooManyTasks
+from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
-from mcptasks._runtime.outages import StoreRetry, describe, gave_up, outage_errors
+from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
+from mcptasks._runtime.polling import PollLimit as PollLimit
+from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
+from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
+from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.watchdog import Watchdog, current_body
-from mcptasks.errors import PollTooFast, ProtocolError, TaskNotFound, ToolError
+from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
-PollLimit = Literal["off", "delay", "reject"]
-T = TypeVar("T")
+IMMEDIATE_TURNS = 6
+"""How many scheduler turns a just-started body gets to end for an immediate result."""
+
+IMMEDIATE_WRITE_WAIT = 5.0
+"""How long (seconds) an immediate result waits for the store to record the body's end."""
 
 logger = logging.getLogger("mcptasks")
-
-WORKER_LOST_MESSAGE = "The server running this task restarted or stopped responding; its work was lost."
-SHUTDOWN_MESSAGE = "The server shut down while this task was running."
 
 
 async def _close_body(body: Any) -> None:
@@ -80,305 +83,11 @@ def new_task_id() -> str:
             return task_id
 
 
-RECOVERY_BATCH = 128
-"""How many orphans recovery handles at once (and before an engine starting up returns)."""
+class Unsettled(NamedTuple):
+    """The end of a run kept while the store was unreachable, written once it answers."""
 
-MAX_INVALID_ANSWERS = 3
-"""How many invalid answers to one question a task accepts before it fails with -32602."""
-
-
-def _error_response(raw: Any) -> ProtocolError | None:
-    """A JSON-RPC error object sent as an answer (the client refused the request), as an error."""
-    if (
-        isinstance(raw, dict)
-        and isinstance(raw.get("code"), int)
-        and isinstance(raw.get("message"), str)
-        and set(raw) <= {"code", "message", "data"}
-    ):
-        return ProtocolError(int(raw["code"]), str(raw["message"]), raw.get("data"))
-    return None
-
-
-class _TaskRun:
-    """A body running on this engine; it is also the body's `BodyChannel`."""
-
-    __slots__ = (
-        "attempt",
-        "engine",
-        "expires_at",
-        "final",
-        "flushing",
-        "next_status_at",
-        "owner",
-        "pending_status",
-        "record",
-        "saved",
-        "scope",
-        "stop_outcome",
-        "stopped_at",
-        "task_id",
-        "tool",
-        "waiters",
-    )
-
-    def __init__(
-        self,
-        engine: TaskEngine,
-        task_id: str,
-        expires_at: float | None,
-        attempt: int = 1,
-        *,
-        owner: str,
-        tool: str,
-    ) -> None:
-        self.engine = engine
-        self.task_id = task_id
-        self.owner = owner
-        self.tool = tool
-        self.expires_at = expires_at
-        self.attempt = attempt
-        """Which run of the task this is (re-runs after a lost worker count up)."""
-        self.record: TaskRecord | None = None
-        """The newest copy of the record this run wrote or read (saves a read before a write)."""
-        self.scope: anyio.CancelScope | None = None
-        self.waiters: list[anyio.Event] | None = None
-        """One event per `ask` waiting for answers (a body may wait in several at once)."""
-        self.stop_outcome: Outcome | None = None
-        self.final: Outcome | None = None
-        """The outcome recorded when the body ended."""
-        self.saved: Any = None
-        """The body's checkpoint (loaded from the record when a re-run starts)."""
-        self.stopped_at: float | None = None
-        """When the body was first asked to stop (for the ignored-cancellation warning)."""
-        self.pending_status: str | None = None
-        """A status yielded within `Limits.status_interval` of the last write, not written yet."""
-        self.next_status_at = 0.0
-        self.flushing = False
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether the body was asked to stop (cancel, TTL, shutdown); readable from any thread."""
-        return self.stopped_at is not None or self.engine._closing
-
-    def poke(self) -> None:
-        """Wake the body if it waits for input."""
-        for waiter in self.waiters or ():
-            waiter.set()
-
-    def stop(self, outcome: Outcome | None = None) -> None:
-        """Cancel the body at its next checkpoint; `outcome` is recorded unless already terminal."""
-        if self.stop_outcome is None:
-            self.stop_outcome = outcome
-        if self.stopped_at is None:
-            self.stopped_at = time.monotonic()
-        if self.scope is not None:
-            self.scope.cancel()
-
-    def owns(self, record: TaskRecord) -> bool:
-        """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
-        return record.runner == self.engine.instance_id and record.attempt == self.attempt
-
-    async def _write(
-        self, change: Callable[[TaskRecord], TaskRecord | None], what: str | None = None
-    ) -> TaskRecord | None:
-        """Apply a body's change to its record; None when the task ended or is no longer ours.
-
-        With `what` (a description for messages), an unreachable store is retried within the
-        engine's `store_retry` budget, then the task fails saying so; without, the error propagates.
-        """
-        owned = True
-
-        status = self.pending_status
-
-        def guarded(record: TaskRecord) -> TaskRecord | None:
-            nonlocal owned
-            owned = self.owns(record)
-            if not owned:
-                return None
-            updated = change(record)
-            if status is not None and status != record.status_message:
-                updated = (updated or record).evolve(status_message=status)
-            return updated
-
-        engine = self.engine
-        if what is None:
-            written = await engine._mutate(self.task_id, guarded, known=self.record)
-        else:
-            written = await self._patiently(
-                lambda: engine._mutate(self.task_id, guarded, known=self.record), what
-            )
-        if written is None or not owned:
-            self.record = None
-            return None
-        if self.pending_status is status:
-            self.pending_status = None
-        self.record = written
-        return written
-
-    async def _patiently(self, call: Callable[[], Awaitable[T]], what: str) -> T:
-        """`call()` retried while the store is unreachable (`store_retry`), then a task failure."""
-        engine = self.engine
-        try:
-            return await engine.store_retry.run(
-                call, errors=engine.outage_errors, what=f"{what} ({self.task_id})"
-            )
-        except engine.outage_errors as exc:
-            raise gave_up(exc, engine.store_retry, what) from exc
-
-    async def _halt(self) -> None:
-        # The record is terminal or gone: end the body through cancellation so `finally:` runs.
-        self.stop()
-        await anyio.lowlevel.checkpoint()
-        raise RuntimeError("task body continued after its task ended")  # pragma: no cover
-
-    async def set_status(self, message: str) -> None:
-        """Write `statusMessage` (skipped when unchanged), at most once per `status_interval`.
-
-        A status yielded sooner is kept and written when the interval ends (the last one wins).
-        Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
-        """
-        await anyio.lowlevel.checkpoint()
-        limits = self.engine.limits
-        if len(message) > limits.max_status_length:
-            message = message[: limits.max_status_length - 1] + "…"
-        now = anyio.current_time()
-        if now < self.next_status_at:
-            self.pending_status = message
-            if not self.flushing and self.engine._task_group is not None:
-                self.flushing = True
-                self.engine._task_group.start_soon(self._flush_status)
-            return
-        self.next_status_at = now + limits.status_interval
-        self.pending_status = message
-        try:
-            written = await self._write(lambda record: None)
-        except Exception:
-            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
-            return
-        if written is None:
-            await self._halt()
-
-    async def _flush_status(self) -> None:
-        """Write the coalesced status once its interval has passed (unless a write took it)."""
-        try:
-            await anyio.sleep_until(self.next_status_at)
-            if (
-                self.pending_status is None
-                or self.final is not None
-                or self.engine._runs.get(self.task_id) is not self
-            ):
-                return
-            self.next_status_at = anyio.current_time() + self.engine.limits.status_interval
-            if await self._write(lambda record: None) is None:
-                self.stop()
-        except Exception:
-            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
-        finally:
-            self.flushing = False
-
-    async def save(self, state: Any) -> None:
-        """Write the body's checkpoint into its record (durable when this returns)."""
-        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
-            await self._halt()
-        self.saved = state
-
-    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
-        """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
-        pending = list(requests)
-        limit = self.engine.limits.max_input_requests
-        outstanding = len(self.record.input_requests) if self.record is not None else 0
-        if outstanding + len(pending) > limit:
-            raise InvalidValue(
-                f"a task may have at most {limit} input requests outstanding; "
-                f"{outstanding} are and {len(pending)} more were yielded"
-            )
-        answers: list[Any] = [None] * len(pending)
-        rejected = [0] * len(pending)
-        todo = list(range(len(pending)))
-        while todo:
-            keys = await self._issue({i: pending[i] for i in todo})
-            received = await self._await_answers(keys)
-            retry: list[int] = []
-            for index, raw in received.items():
-                refusal = _error_response(raw)
-                if refusal is not None:
-                    raise refusal
-                try:
-                    answers[index] = pending[index].parse(raw)
-                except InvalidAnswer as exc:
-                    rejected[index] += 1
-                    if rejected[index] >= MAX_INVALID_ANSWERS:
-                        raise ProtocolError(
-                            INVALID_PARAMS,
-                            f"The client answered {pending[index].method} with invalid content "
-                            f"{MAX_INVALID_ANSWERS} times; last problem: {exc}",
-                        ) from None
-                    pending[index] = pending[index].retry_with(str(exc))
-                    retry.append(index)
-            todo = retry
-        return answers
-
-    async def _issue(self, requests: dict[int, InputRequest]) -> dict[int, str]:
-        """Add the requests to the record under fresh, never reused keys; return the keys."""
-        keys: dict[int, str] = {}
-
-        def issue(record: TaskRecord) -> TaskRecord | None:
-            if keys and all(k in record.input_requests or k in record.input_responses for k in keys.values()):
-                return None  # an earlier try landed although its reply was lost (keys are never reused)
-            counter = record.input_key_counter
-            keys.clear()
-            for index, request in requests.items():
-                counter += 1
-                keys[index] = f"{request.key or 'input'}-{counter}"
-            issued = wire_requests(list(requests.values()), list(keys.values()))
-            return record.evolve(
-                input_requests={**record.input_requests, **issued},
-                input_key_counter=counter,
-                status="input_required",
-            )
-
-        written = await self._write(issue, "asking for input")
-        if written is None:
-            await self._halt()
-        else:
-            log_task("input_required", written)
-        return keys
-
-    async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
-        """Wait until every key has an answer, then take the answers out of the record."""
-        store = self.engine.store
-        if self.waiters is None:
-            self.waiters = []
-        try:
-            while True:
-                wake = anyio.Event()
-                self.waiters.append(wake)
-                try:
-                    record = await self._patiently(lambda: store.get(self.task_id), "waiting for input")
-                    if record is None or record.terminal or not self.owns(record):
-                        await self._halt()
-                        raise AssertionError("unreachable")  # pragma: no cover
-                    self.record = record
-                    responses = record.input_responses
-                    received = {i: responses[key] for i, key in keys.items() if key in responses}
-                    if len(received) == len(keys):
-                        break
-                    with anyio.move_on_after(self.engine.input_poll_interval):
-                        await wake.wait()
-                finally:
-                    self.waiters.remove(wake)
-        finally:
-            if not self.waiters:
-                self.waiters = None
-        consumed = set(keys.values())
-
-        def consume(record: TaskRecord) -> TaskRecord:
-            left = {k: v for k, v in record.input_responses.items() if k not in consumed}
-            return record.evolve(input_responses=left)
-
-        if await self._write(consume, "taking the answers") is None:
-            await self._halt()
-        return received
+    run: TaskRun
+    outcome: Outcome
 
 
 class TaskEngine:
@@ -464,13 +173,13 @@ class TaskEngine:
         self.store_retry = store_retry if store_retry is not None else StoreRetry()
         self.heartbeat_thread = heartbeat_thread
         self.wedge_limit = wedge_limit
-        self._unsettled: dict[str, tuple[_TaskRun, Outcome]] = {}
+        self._unsettled: dict[str, Unsettled] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.announce_changes = announce_changes
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
-        self._runs: dict[str, _TaskRun] = {}
+        self._runs: dict[str, TaskRun] = {}
         self._active_by_owner: dict[str, int] = {}
         self._closing = False
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
@@ -478,7 +187,7 @@ class TaskEngine:
         were cancelled (`mcptasks serve` exits the process there instead of waiting forever)."""
         self._drained: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
-        self._last_poll: dict[str, float] = {}
+        self._polls = PollMarks()
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
         self._task_group: TaskGroup | None = None
@@ -496,6 +205,30 @@ class TaskEngine:
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
         self.tools[tool.name] = tool
+
+    # -- what a run needs (`RunHost`) ------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the engine is shutting down (every body is asked to stop)."""
+        return self._closing
+
+    def hosts(self, run: TaskRun) -> bool:
+        """Whether `run` is still this engine's run of its task."""
+        return self._runs.get(run.task_id) is run
+
+    def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
+        """Start `job` in the engine's task group; False when the engine is not running."""
+        if self._task_group is None:
+            return False
+        self._task_group.start_soon(job)
+        return True
+
+    async def write_record(
+        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None], *, known: TaskRecord | None
+    ) -> TaskRecord | None:
+        """Apply `change` to the record with compare-and-set (None: the task ended or is gone)."""
+        return await self._mutate(task_id, change, known=known)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -535,7 +268,7 @@ class TaskEngine:
             # The loop renews too: if the thread cannot reach the store, the lease still holds.
             task_group.start_soon(self._every, self.lease_ttl / 3, self._heartbeat)
             if beats is not None:
-                task_group.start_soon(self._tick_forever, beats)
+                task_group.start_soon(beats.tick_forever)  # shows the thread this loop still runs
             if self.run_tasks:
                 task_group.start_soon(self._claim_forever)
         except BaseException:
@@ -607,17 +340,9 @@ class TaskEngine:
 
     def _heartbeat_thread(self) -> HeartbeatThread | None:
         """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
-        make = getattr(self.store, "twin", None)
-        if not self.heartbeat_thread or not callable(make) or make() is None:
+        if not self.heartbeat_thread:
             return None
-        return HeartbeatThread(make, self.instance_id, self.lease_ttl, self.wedge_limit)
-
-    @staticmethod
-    async def _tick_forever(beats: HeartbeatThread) -> None:
-        """Show the heartbeat thread that this event loop still runs."""
-        while True:
-            beats.tick()
-            await anyio.sleep(1.0)
+        return heartbeat_thread(self.store, self.instance_id, self.lease_ttl, self.wedge_limit)
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
@@ -634,26 +359,27 @@ class TaskEngine:
         claiming = self._claiming
         live = {runner for runner in await self.store.live_runners() if not gone_from_this_host(runner)}
         records = await self.store.list_active()
-        active = {record.task_id: record for record in records}
 
-        def abandoned(record: TaskRecord) -> bool:
-            if record.runner is None or record.task_id in self._runs or record.task_id in self._unsettled:
-                return False
-            if record.runner == self.instance_id:
-                # Ours but not running here: left by an earlier life of this instance id, unless
-                # a claim is registering it right now.
-                return not (claiming or self._claiming)
-            return record.runner not in live
+        def orphaned(record: TaskRecord) -> bool:
+            here = record.task_id in self._runs or record.task_id in self._unsettled
+            return abandoned(
+                record,
+                instance_id=self.instance_id,
+                live=live,
+                here=here,
+                claiming=bool(claiming or self._claiming),
+            )
 
-        orphans = [record for record in records if abandoned(record)]
-        count = 0
-        for first in range(0, len(orphans), RECOVERY_BATCH):
-            batch = [record for record in orphans[first : first + RECOVERY_BATCH] if abandoned(record)]
-            count += await self._orphan_batch(batch)
-            if first_batch_done is not None:
-                first_batch_done()
-                first_batch_done = None
-        for task_id, run in running_before.items():
+        orphans = [record for record in records if orphaned(record)]
+        count = await in_batches(orphans, orphaned, self._orphaned, first_batch_done)
+        await self._stop_stale(running_before, {record.task_id: record for record in records})
+        if count:
+            logger.info("mcptasks recovered %d task(s) whose server was lost", count)
+        return count
+
+    async def _stop_stale(self, running: Mapping[str, TaskRun], active: Mapping[str, TaskRecord]) -> None:
+        """Stop the runs whose record ended, vanished or was taken over (a missed notification)."""
+        for task_id, run in running.items():
             if self._runs.get(task_id) is not run:
                 continue
             current = active.get(task_id)
@@ -661,26 +387,6 @@ class TaskEngine:
                 current = await self.store.get(task_id)
             if current is None or current.terminal or not run.owns(current):
                 run.stop()
-        if count:
-            logger.info("mcptasks recovered %d task(s) whose server was lost", count)
-        return count
-
-    async def _orphan_batch(self, records: Sequence[TaskRecord]) -> int:
-        """`_orphaned` for each record, concurrently (stores batch concurrent writes); the count."""
-        done = 0
-
-        async def one(record: TaskRecord) -> None:
-            nonlocal done
-            try:
-                if await self._orphaned(record):
-                    done += 1
-            except Exception:
-                logger.warning("could not recover task %s; will retry", record.task_id, exc_info=True)
-
-        async with anyio.create_task_group() as group:
-            for record in records:
-                group.start_soon(one, record)
-        return done
 
     async def _recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Recover at once (returning to the starter after the first batch), then every lease/2."""
@@ -701,43 +407,17 @@ class TaskEngine:
 
     async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
         """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
-        tool = self.tools.get(record.tool)
-        lost = record.runner
-        if tool is not None and tool.retry_on_crash and record.attempt < tool.max_attempts:
-            attempt = record.attempt + 1
-            why = (
-                "The server running this task shut down"
-                if shutdown
-                else "The worker running this task was lost"
-            )
-            message = f"{why}; restarting it (attempt {attempt} of {tool.max_attempts})."
-
-            def requeue(current: TaskRecord) -> TaskRecord | None:
-                if current.runner != lost:
-                    return None
-                return current.evolve(
-                    runner=None,
-                    attempt=attempt,
-                    status="working",
-                    status_message=message,
-                    input_requests={},
-                    input_responses={},
-                )
-
-            requeued = await self._mutate(record.task_id, requeue)
-            if requeued is not None:
-                if requeued.runner is None:
-                    log_task("requeued", requeued)
-                await self.store.publish(record.task_id)
-                return True
+        change = requeue(record, self.tools.get(record.tool), shutdown=shutdown)
+        if change is None:
+            outcome = lost_outcome(record, shutdown=shutdown)
+            return await self._finish(record.task_id, outcome, only_runner=record.runner) is not None
+        requeued = await self._mutate(record.task_id, change)
+        if requeued is None:
             return False
-        reason = "shutdown" if shutdown else "worker_lost"
-        message = SHUTDOWN_MESSAGE if shutdown else WORKER_LOST_MESSAGE
-        error: dict[str, Any] = {"code": INTERNAL_ERROR, "message": message, "data": {"reason": reason}}
-        if record.attempt > 1:
-            error["data"]["attempts"] = record.attempt
-        outcome = Outcome("failed", error=error)
-        return await self._finish(record.task_id, outcome, only_runner=lost) is not None
+        if requeued.runner is None:
+            log_task("requeued", requeued)
+        await self.store.publish(record.task_id)
+        return True
 
     # -- creating and running ------------------------------------------------------------------
 
@@ -748,7 +428,7 @@ class TaskEngine:
         *,
         owner: str,
         validated: dict[str, Any] | None = None,
-        prepared: tuple[Any, TaskContext, Pending | None] | None = None,
+        prepared: StartedBody | None = None,
         idempotency_key: str | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
@@ -781,9 +461,7 @@ class TaskEngine:
         run = None
         if run_here:
             self._check_room(owner)
-            run = self._add_run(
-                _TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name)
-            )
+            run = self._add_run(TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name))
         if self.observer is not None:
             self.observer.creating(record)
         try:
@@ -794,7 +472,7 @@ class TaskEngine:
         if stored.task_id != record.task_id:
             self._drop_run(record.task_id)
             if prepared is not None:
-                await _close_body(prepared[0])
+                await _close_body(prepared.body)
             if stored.tool != record.tool or stored.arguments != record.arguments:
                 raise ProtocolError(
                     INVALID_PARAMS,
@@ -823,7 +501,7 @@ class TaskEngine:
         if per_owner is not None and self._active_by_owner.get(owner, 0) >= per_owner:
             raise TooManyTasks("owner", per_owner, retry_ms)
 
-    def _add_run(self, run: _TaskRun) -> _TaskRun:
+    def _add_run(self, run: TaskRun) -> TaskRun:
         self._runs[run.task_id] = run
         self._active_by_owner[run.owner] = self._active_by_owner.get(run.owner, 0) + 1
         return run
@@ -831,6 +509,7 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
+            run.ended.set()
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -847,18 +526,32 @@ class TaskEngine:
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
         task_group.start_soon(job)
 
-    async def settled(self, task_id: str, *, checkpoints: int = 6) -> Outcome | None:
-        """Give a just-started body a few scheduler turns; its outcome if it already finished.
+    async def settled(self, task_id: str) -> Outcome | None:
+        """The outcome of a just-started body that ended at once, else None (see `IMMEDIATE_TURNS`).
 
-        This is no wall-clock wait: a body that suspends on real work (I/O, sleeps, input) is
-        not waited for. It lets the protocol answer a task that finished at once with its result.
+        Call it right after `start`. A body ends at once when it returns within `IMMEDIATE_TURNS`
+        scheduler turns of starting without writing a checkpoint or asking a question; the
+        statuses it yields meanwhile are held in memory, not written. So the rule is about the
+        body alone and a tool gets the same answer on every store: once such a body ended, this
+        waits for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the
+        store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
         """
         run = self._runs.get(task_id)
-        for _ in range(checkpoints):
-            if run is None or run.final is not None:
-                break
-            await anyio.lowlevel.checkpoint()
-        return None if run is None else run.final
+        if run is None:
+            return None
+        run.hold_statuses()
+        try:
+            for _ in range(IMMEDIATE_TURNS):
+                if run.ending or run.yielded:
+                    break
+                await anyio.lowlevel.checkpoint()
+        finally:
+            run.release_statuses()
+        if run.yielded or not run.ending:
+            return None
+        with anyio.move_on_after(IMMEDIATE_WRITE_WAIT):
+            await run.ended.wait()
+        return run.final
 
     async def _claim_forever(self) -> None:
         while True:
@@ -880,7 +573,7 @@ class TaskEngine:
             claimed = await self.store.claim(self.instance_id, room)
             for record in claimed:
                 run = self._runs.get(record.task_id) or self._add_run(
-                    _TaskRun(
+                    TaskRun(
                         self,
                         record.task_id,
                         record.expires_at,
@@ -917,9 +610,9 @@ class TaskEngine:
         self,
         tool: TaskTool,
         args: dict[str, Any],
-        run: _TaskRun,
+        run: TaskRun,
         owner: str,
-        prepared: tuple[Any, TaskContext, Pending | None] | None,
+        prepared: StartedBody | None,
     ) -> None:
         observed = (
             nullcontext()
@@ -933,9 +626,9 @@ class TaskEngine:
         self,
         tool: TaskTool,
         args: dict[str, Any],
-        run: _TaskRun,
+        run: TaskRun,
         owner: str,
-        prepared: tuple[Any, TaskContext, Pending | None] | None,
+        prepared: StartedBody | None,
     ) -> None:
         """Run one body in this task, then record its outcome.
 
@@ -956,28 +649,13 @@ class TaskEngine:
                     scope.deadline = anyio.current_time() + ttl - margin
                 declared = run.record.client_capabilities if run.record is not None else None
                 channel = gated(run, declared, tool.name)
-                if prepared is None:
-                    context = TaskContext(channel, owner=owner, tool=tool.name)
-                    body, pending = tool.open_body(args, context, self._limiter), None
-                else:
-                    body, context, pending = prepared
-                    carried = context.saved  # saved during the input rounds before the task
-                    context._rebind(channel)
-                    if carried is not None:
-                        await run.save(carried)
+                body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
                 current_body.set((tool.name, run.task_id))
                 end = await settle_body(body, channel, tool.name, pending, self.limits.max_result_bytes)
                 outcome = end if isinstance(end, Outcome) else _HALTED
                 await absorb_stray_cancel()
             if scope.cancel_called:
-                if run.stop_outcome is not None:
-                    outcome = run.stop_outcome
-                elif anyio.current_time() >= scope.deadline:
-                    outcome = self._ttl_outcome(tool)
-                elif self._closing:
-                    outcome = None
-                else:  # stopped because the record ended or vanished: nothing left to write
-                    outcome = _HALTED
+                outcome = self._stopped_outcome(run, tool, scope)
             elif outcome is STOPPED:  # cancelled from outside this run's scope: shutting down
                 outcome = None
         except BaseException as exc:  # say, the body broke this task's cancel scope stack
@@ -989,7 +667,38 @@ class TaskEngine:
                 raise
             self._spawn_group.start_soon(self._settle_shielded, run, outcome)
 
-    async def _settle_shielded(self, run: _TaskRun, outcome: Outcome | None) -> None:
+    async def _open_body(
+        self,
+        tool: TaskTool,
+        args: dict[str, Any],
+        run: TaskRun,
+        channel: BodyChannel,
+        owner: str,
+        prepared: StartedBody | None,
+    ) -> tuple[Any, Pending | None]:
+        """The body to run and the yield it stopped at (a body handed over from input rounds)."""
+        if prepared is None:
+            context = TaskContext(channel, owner=owner, tool=tool.name)
+            return tool.open_body(args, context, self._limiter), None
+        body, context, pending = prepared
+        carried = context.saved  # saved during the input rounds before the task
+        context._rebind(channel)
+        if carried is not None:
+            await run.save(carried)
+        return body, pending
+
+    def _stopped_outcome(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> Outcome | None:
+        """What a run the engine cancelled records (None: released at shutdown)."""
+        if run.stop_outcome is not None:
+            return run.stop_outcome
+        if anyio.current_time() >= scope.deadline:
+            return self._ttl_outcome(tool)
+        if self._closing:
+            return None
+        return _HALTED  # stopped because the record ended or vanished: nothing left to write
+
+    async def _settle_shielded(self, run: TaskRun, outcome: Outcome | None) -> None:
+        run.ending = True
         try:
             if not self._closing:
                 await self._settle(run, outcome)
@@ -1000,7 +709,7 @@ class TaskEngine:
             if self.observer is not None:
                 self.observer.settled(run.task_id)
 
-    async def _settle(self, run: _TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
+    async def _settle(self, run: TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
         """Record how a run ended and forget it (outcome None: the engine is shutting down).
 
         While the store is unreachable the end is retried (`store_retry`, when `patient`); if it
@@ -1033,8 +742,8 @@ class TaskEngine:
                     run.final = outcome
         except self.outage_errors as exc:
             kept = outcome is not None and patient  # not at shutdown: nothing would write it
-            if kept:
-                self._unsettled[run.task_id] = (run, outcome)  # type: ignore[assignment]
+            if outcome is not None and patient:
+                self._unsettled[run.task_id] = Unsettled(run, outcome)
             logger.error(
                 "could not record the end of task %s: the task store is unreachable (%s); %s",
                 run.task_id,
@@ -1172,23 +881,12 @@ class TaskEngine:
         return record
 
     async def _throttle(self, record: TaskRecord) -> None:
-        now = anyio.current_time()
-        last = self._last_poll.get(record.task_id)
         minimum = self.poll_interval_ms(record) / 1000.0 * self.poll_tolerance
-        if last is not None and now - last < minimum:
-            wait = minimum - (now - last)
-            if self.poll_limit == "reject":
-                raise PollTooFast(record.task_id, math.ceil(wait * 1000))
-            await anyio.sleep(wait)
-        self._last_poll[record.task_id] = anyio.current_time()
+        await self._polls.throttle(record.task_id, minimum, self.poll_limit)
 
     def poll_interval_ms(self, record: TaskRecord) -> int:
         """The `pollIntervalMs` to advertise for `record` now (adaptive when configured)."""
-        base = record.poll_interval_ms or 1000
-        if self.adaptive_poll_max_ms is None or record.terminal:
-            return base
-        age_ms = (time.time() - record.created_at) * 1000.0
-        return int(min(self.adaptive_poll_max_ms, max(base, age_ms / 10.0)))
+        return advertised_interval_ms(record, self.adaptive_poll_max_ms)
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
         """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op."""
@@ -1250,24 +948,8 @@ class TaskEngine:
     # -- background duties ---------------------------------------------------------------------
 
     async def _listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        started = False
-        delay = 0.1
-        while True:
-            try:
-                async with self.store.subscribe() as changes:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    delay = 0.1
-                    async for task_id in changes:
-                        self._changed(task_id)
-            except Exception:
-                if not started:
-                    raise
-                # Notifications are a fast path; the reaper and the claim loop poll meanwhile.
-                logger.warning("mcptasks change subscription failed; resubscribing", exc_info=True)
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        # Notifications are a fast path; the reaper and the claim loop poll meanwhile.
+        await follow(self.store, self._changed, what="change", task_status=task_status)
 
     def _changed(self, task_id: str) -> None:
         if task_id.startswith(CHANGED_PREFIX):
@@ -1278,7 +960,7 @@ class TaskEngine:
         elif run is None and self.run_tasks and self._claim_wakeup is not None:
             self._claim_wakeup.set()
 
-    async def _refresh(self, run: _TaskRun) -> None:
+    async def _refresh(self, run: TaskRun) -> None:
         record = await self.store.get(run.task_id)
         if record is None or record.terminal or not run.owns(record):
             run.stop()
@@ -1288,9 +970,7 @@ class TaskEngine:
     async def sweep(self, now: float | None = None) -> int:
         """Delete expired records and forget stale poll marks; return how many records went."""
         now = time.time() if now is None else now
-        horizon = anyio.current_time() - 600.0
-        for task_id in [t for t, seen in self._last_poll.items() if seen < horizon]:
-            del self._last_poll[task_id]
+        self._polls.forget_stale()
         return await self.store.delete_expired(now)
 
     @property

@@ -10,7 +10,7 @@ is: memory per watcher is bounded by the number of ids it follows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -132,26 +132,49 @@ class TaskFeed:
         """Consume the store's change feed until cancelled (resubscribing after failures)."""
         self._running = True
         self._closing = False
-        started = False
-        delay = 0.1
         try:
-            while True:
-                try:
-                    async with store.subscribe() as changes:
-                        if started:
-                            self._resync()  # changes published while resubscribing are lost
-                        else:
-                            task_status.started()
-                            started = True
-                        delay = 0.1
-                        async for message in changes:
-                            self.changed(message.removeprefix(CHANGED_PREFIX))
-                except Exception:
-                    if not started:
-                        raise
-                    logger.warning("mcptasks task feed subscription failed; resubscribing", exc_info=True)
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            await follow(
+                store,
+                lambda message: self.changed(message.removeprefix(CHANGED_PREFIX)),
+                resubscribed=self._resync,  # changes published while resubscribing are lost
+                what="task feed",
+                task_status=task_status,
+            )
         finally:
             self._running = False
             self.close()
+
+
+async def follow(
+    store: TaskStore,
+    changed: Callable[[str], None],
+    *,
+    resubscribed: Callable[[], None] | None = None,
+    what: str,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Call `changed` with every message on the store's change feed until cancelled.
+
+    Started (`task_status`) once the first subscription is open; a failure before that raises.
+    Later failures are logged and the feed is subscribed to again with a growing delay (up to
+    5 s); `resubscribed` is called each time, as messages sent meanwhile are lost.
+    """
+    started = False
+    delay = 0.1
+    while True:
+        try:
+            async with store.subscribe() as changes:
+                if not started:
+                    task_status.started()
+                    started = True
+                elif resubscribed is not None:
+                    resubscribed()
+                delay = 0.1
+                async for message in changes:
+                    changed(message)
+        except Exception:
+            if not started:
+                raise
+            logger.warning("mcptasks %s subscription failed; resubscribing", what, exc_info=True)
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 5.0)

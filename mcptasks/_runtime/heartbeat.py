@@ -22,9 +22,11 @@ import threading
 import time
 from collections.abc import Callable
 
+import anyio
+
 from mcptasks.stores.base import TaskStore
 
-__all__ = ["HeartbeatThread"]
+__all__ = ["HeartbeatThread", "heartbeat_thread"]
 
 logger = logging.getLogger("mcptasks")
 
@@ -52,6 +54,12 @@ class HeartbeatThread:
     def tick(self) -> None:
         """Mark the engine's event loop as alive (called from that loop)."""
         self._last_tick = time.monotonic()
+
+    async def tick_forever(self) -> None:
+        """Tick every second (run it on the engine's loop for as long as the thread runs)."""
+        while True:
+            self.tick()
+            await anyio.sleep(1.0)
 
     def start(self) -> None:
         """Start renewing (the engine has already written its first heartbeat)."""
@@ -120,3 +128,13 @@ async def _close_quietly(store: TaskStore) -> None:
         await store.close()
     except Exception:
         logger.debug("closing the heartbeat store failed", exc_info=True)
+
+
+def heartbeat_thread(
+    store: TaskStore, instance_id: str, lease_ttl: float, wedge_limit: float
+) -> HeartbeatThread | None:
+    """A lease renewer on its own thread for `store`; None when the store cannot make a `twin()`."""
+    make = getattr(store, "twin", None)
+    if not callable(make) or make() is None:
+        return None
+    return HeartbeatThread(make, instance_id, lease_ttl, wedge_limit)

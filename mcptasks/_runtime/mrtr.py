@@ -15,7 +15,7 @@ rebuilt by replaying the body from its start.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.tool import TaskTool
@@ -140,9 +140,18 @@ class SyncRounds:
         }
 
 
+class StartedBody(NamedTuple):
+    """A body started by synchronous input rounds, handed over to become a task."""
+
+    body: AsyncGenerator[Any, Any]
+    context: TaskContext
+    pending: Pending | None
+    """The yield it stopped at (the driver handles it first)."""
+
+
 async def advance_to_task(
     channel: BodyChannel, body: AsyncGenerator[Any, Any], context: TaskContext
-) -> tuple[Any, TaskContext, Pending | None]:
+) -> StartedBody:
     """Step a generator through its `before_task` requests; return it ready to hand to a task.
 
     Raises `InputNeeded` (after closing the generator) when an answer is still missing.
@@ -151,17 +160,17 @@ async def advance_to_task(
         try:
             item = await body.__anext__()
         except StopAsyncIteration:
-            return body, context, Pending(Result(None))
+            return StartedBody(body, context, Pending(Result(None)))
         while True:
             requests = as_input_requests(item)
             if requests is None or not all(r.before_task for r in requests):
-                return body, context, Pending(item)
+                return StartedBody(body, context, Pending(item))
             answers = await channel.ask(requests)
             send = answers[0] if isinstance(item, InputRequest) else tuple(answers)
             try:
                 item = await body.asend(send)
             except StopAsyncIteration:
-                return body, context, Pending(Result(None))
+                return StartedBody(body, context, Pending(Result(None)))
     except BaseException:
         await body.aclose()
         raise

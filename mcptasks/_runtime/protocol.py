@@ -11,7 +11,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -41,10 +41,11 @@ from mcptasks._runtime.fallback import (
     fallback_tool_definitions,
     started_result,
 )
-from mcptasks._runtime.mrtr import InputNeeded, SyncRounds, advance_to_task
+from mcptasks._runtime.mrtr import InputNeeded, StartedBody, SyncRounds, advance_to_task
 from mcptasks._runtime.outages import reported_as_unavailable
 from mcptasks._runtime.parking import InlineSession, ParkedCalls
 from mcptasks._runtime.request_state import RequestStateCodec
+from mcptasks._runtime.routes import Route, route_of
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import (
@@ -116,9 +117,9 @@ def create_task_result(record: TaskRecord, poll_interval_ms: int | None) -> dict
 
 def detailed_task(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
     """The `tasks/get` result: the task plus `result`, `error` or outstanding `inputRequests`."""
-    result: dict[str, Any] = {"resultType": "complete", **task_fields(record, poll_interval_ms)}
+    result = complete(task_fields(record, poll_interval_ms))
     if record.status == "completed" and record.result is not None:
-        result["result"] = {"resultType": "complete", **record.result}
+        result["result"] = complete(record.result)
     elif record.status == "failed" and record.error is not None:
         result["error"] = record.error
     elif record.status == "input_required":
@@ -209,22 +210,40 @@ def not_replay_safe_error(tool: str) -> ProtocolError:
     )
 
 
+def complete(result: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A reply with `resultType: "complete"` and the fields of `result`."""
+    return {"resultType": "complete", **(result or {})}
+
+
+class _Call(NamedTuple):
+    """One `tools/call` for a task tool, once its arguments are valid."""
+
+    tool: TaskTool
+    arguments: Mapping[str, Any] | None
+    validated: dict[str, Any]
+    meta: Mapping[str, Any] | None
+    declared: Mapping[str, Any]
+    owner: str
+    input_responses: object
+    request_state: object
+
+
 def _inline_result(outcome: Outcome) -> dict[str, Any]:
     """The reply of an inline run: its result, or its error as a JSON-RPC error."""
     if outcome.error is not None:
         error = outcome.error
         raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data"))
     assert outcome.result is not None
-    return {"resultType": "complete", **outcome.result}
+    return complete(outcome.result)
 
 
 class TasksProtocol:
     """Serves the extension for a set of task tools on top of a `TaskEngine`.
 
     `fallback` is the server-wide fallback mode (see `mcptasks._runtime.fallback`). With
-    `immediate_results` (default), a task whose body completes without ever suspending (it did no
-    real work) is answered with its `CallToolResult` at once, which the extension allows; the
-    task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
+    `immediate_results` (default), a task whose body returns at once (see `TaskEngine.settled`)
+    is answered with its `CallToolResult`, which the extension allows;
+    the task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
     kept suspended at a question between rounds (see `mcptasks._runtime.parking`).
     """
 
@@ -288,7 +307,7 @@ class TasksProtocol:
         """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
         with reported_as_unavailable(self.engine.outage_errors):
             result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
-        return {"resultType": "complete", **result}
+        return complete(result)
 
     async def call_tool(
         self,
@@ -311,118 +330,114 @@ class TasksProtocol:
 
         Invalid arguments give an `isError` result and create nothing. `tasks_allowed=False` (a
         legacy connection) means neither tasks nor `input_required` rounds, whatever `_meta` says.
+        The route is decided once by `route_of` (see `mcptasks._runtime.routes`).
         """
         tool = self.tools.get(name)
         if tool is None:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
-        opted_in = tasks_allowed and client_opted_in(request_meta)
-        mode = self.fallback_mode(tool)
-        if not opted_in and (mode == "reject" or (tool.task_support == "required" and mode != "tools")):
-            raise missing_extension_error(f"Tool {name!r}")
         declared = client_capabilities(request_meta)
-        answered_by_model = not opted_in and mode == "tools"
-        if tool.required_capabilities and not answered_by_model:
+        route = route_of(
+            opted_in=client_opted_in(request_meta),
+            tasks_allowed=tasks_allowed,
+            fallback=self.fallback_mode(tool),
+            task_support=tool.task_support,
+            input_before_task=tool.input_before_task,
+            can_ask=bool(input_capabilities(declared)),
+        )
+        if route is Route.REFUSE:
+            raise missing_extension_error(f"Tool {name!r}")
+        if tool.required_capabilities and route is not Route.STARTED_FOR_MODEL:
             missing = missing_capabilities(tool.required_capabilities, declared)
             if missing:
                 raise missing_capabilities_error(f"Tool {name!r}", missing)
         try:
             validated = tool.validate_arguments(arguments)
         except InvalidArguments as exc:
-            return {"resultType": "complete", **error_result(str(exc))}
-        if opted_in:
-            return await self._call_as_task(
-                tool, arguments, validated, request_meta, declared, owner, input_responses, request_state
-            )
-        if answered_by_model:
-            with reported_as_unavailable(self.engine.outage_errors):
-                record = await self.engine.start(
-                    tool,
-                    arguments,
-                    owner=owner,
-                    validated=validated,
-                    idempotency_key=idempotency_key(request_meta),
-                )
-            return {"resultType": "complete", **started_result(record, self.engine.poll_interval_ms(record))}
-        if not tasks_allowed:
-            channel = gated(InlineChannel(tool.name), {}, tool.name)
-            outcome = await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
-            return _inline_result(outcome)
-        return await self._call_inline(
-            tool, arguments, validated, declared, owner, input_responses, request_state
+            return complete(error_result(str(exc)))
+        call = _Call(
+            tool, arguments, validated, request_meta, declared, owner, input_responses, request_state
         )
+        if route is Route.TASK:
+            return await self._task(call)
+        if route is Route.TASK_AFTER_INPUT:
+            return await self._task_after_input(call)
+        if route is Route.STARTED_FOR_MODEL:
+            return await self._started_for_model(call)
+        if route is Route.INLINE_ROUNDS:
+            return await self._inline_rounds(call)
+        return await self._inline(call, declared if tasks_allowed else {})
 
-    async def _call_as_task(
-        self,
-        tool: TaskTool,
-        arguments: Mapping[str, Any] | None,
-        validated: dict[str, Any],
-        request_meta: Mapping[str, Any] | None,
-        declared: Mapping[str, Any],
-        owner: str,
-        input_responses: object,
-        request_state: object,
-    ) -> dict[str, Any]:
-        """An opted-in call: resolve `before_task` input by replayed rounds, then create the task."""
-        prepared = None
-        if tool.input_before_task:
-            rounds = self._rounds(tool, arguments, input_responses, request_state)
-            replay = rounds.replay_channel(before_task_only)
-            channel = gated(replay, declared, tool.name)
-            context = TaskContext(channel, owner=owner, tool=tool.name)
-            try:
-                prepared = await advance_to_task(channel, tool.open_body(validated, context), context)
-            except InputNeeded as needed:
-                return rounds.input_required(needed.requests, replay.answers)
-            except ProtocolError:
-                raise
-            except Exception as exc:
-                outcome = outcome_of_exception(exc, tool.name)
-                assert outcome.result is not None
-                return {"resultType": "complete", **outcome.result}
-            except BaseException as exc:
-                if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
-                    raise
-                error = outcome_of_abort(exc, tool.name).error
-                assert error is not None
-                raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data")) from None
+    async def _start(
+        self, call: _Call, prepared: StartedBody | None = None, *, asking: bool = True
+    ) -> TaskRecord:
+        """Create the call's task (`asking`: its body may ask what the client declared it answers)."""
         with reported_as_unavailable(self.engine.outage_errors):
-            record = await self.engine.start(
-                tool,
-                arguments,
-                owner=owner,
-                validated=validated,
+            return await self.engine.start(
+                call.tool,
+                call.arguments,
+                owner=call.owner,
+                validated=call.validated,
                 prepared=prepared,
-                idempotency_key=idempotency_key(request_meta),
-                client_capabilities=input_capabilities(declared),
+                idempotency_key=idempotency_key(call.meta),
+                client_capabilities=input_capabilities(call.declared) if asking else None,
             )
-        if self.immediate_results and prepared is None:
+
+    async def _task(self, call: _Call) -> dict[str, Any]:
+        """`Route.TASK`: create the task; answer with its result if the body ended at once."""
+        record = await self._start(call)
+        if self.immediate_results:
             early = await self.engine.settled(record.task_id)
             if early is not None and early.result is not None:
-                return {"resultType": "complete", **early.result}
+                return complete(early.result)
         return create_task_result(record, self.engine.poll_interval_ms(record))
 
-    async def _call_inline(
-        self,
-        tool: TaskTool,
-        arguments: Mapping[str, Any] | None,
-        validated: dict[str, Any],
-        declared: Mapping[str, Any],
-        owner: str,
-        input_responses: object,
-        request_state: object,
-    ) -> dict[str, Any]:
-        """A call without the extension run inline; its questions become `input_required` rounds.
+    async def _task_after_input(self, call: _Call) -> dict[str, Any]:
+        """`Route.TASK_AFTER_INPUT`: resolve `before_task` input by replayed rounds, then create the task."""
+        tool = call.tool
+        rounds = self._rounds(tool, call.arguments, call.input_responses, call.request_state)
+        replay = rounds.replay_channel(before_task_only)
+        channel = gated(replay, call.declared, tool.name)
+        context = TaskContext(channel, owner=call.owner, tool=tool.name)
+        try:
+            prepared = await advance_to_task(channel, tool.open_body(call.validated, context), context)
+        except InputNeeded as needed:
+            return rounds.input_required(needed.requests, replay.answers)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            outcome = outcome_of_exception(exc, tool.name)
+            assert outcome.result is not None
+            return complete(outcome.result)
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+                raise
+            error = outcome_of_abort(exc, tool.name).error
+            assert error is not None
+            raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data")) from None
+        record = await self._start(call, prepared)
+        return create_task_result(record, self.engine.poll_interval_ms(record))
+
+    async def _started_for_model(self, call: _Call) -> dict[str, Any]:
+        """`Route.STARTED_FOR_MODEL`: create the task and tell the model how to follow it."""
+        record = await self._start(call, asking=False)
+        return complete(started_result(record, self.engine.poll_interval_ms(record)))
+
+    async def _inline(self, call: _Call, declared: Mapping[str, Any]) -> dict[str, Any]:
+        """`Route.INLINE`: run the body to its result; no question can reach this client."""
+        channel = gated(InlineChannel(call.tool.name), declared, call.tool.name)
+        outcome = await self.engine.run_inline(call.tool, call.validated, owner=call.owner, channel=channel)
+        return _inline_result(outcome)
+
+    async def _inline_rounds(self, call: _Call) -> dict[str, Any]:
+        """`Route.INLINE_ROUNDS`: run inline; questions become `input_required` rounds.
 
         The body runs in the background and stays suspended at a question between rounds when
         the retry comes back here; otherwise the retry replays it (or, for a tool that is not
         replay-safe, is refused).
         """
-        if not input_capabilities(declared):
-            # No question can reach this client: nothing to keep between rounds.
-            channel = gated(InlineChannel(tool.name), declared, tool.name)
-            return _inline_result(await self.engine.run_inline(tool, validated, owner=owner, channel=channel))
-        rounds = self._rounds(tool, arguments, input_responses, request_state)
+        tool, owner = call.tool, call.owner
+        rounds = self._rounds(tool, call.arguments, call.input_responses, call.request_state)
         session = self.parked.claim(rounds.parked, tool=tool.name, digest=rounds.digest, owner=owner)
         if session is not None:
             session.resume(rounds.responses)
@@ -437,10 +452,10 @@ class TasksProtocol:
                 answers=rounds.answers,
                 allowed=known_method,
             )
-            channel = gated(session.channel, declared, tool.name)
+            channel = gated(session.channel, call.declared, tool.name)
 
             async def body() -> Outcome:
-                return await self.engine.run_inline(tool, validated, owner=owner, channel=channel)
+                return await self.engine.run_inline(tool, call.validated, owner=owner, channel=channel)
 
             self.engine.spawn(lambda: session.run(body))
         needed = await session.next_stop()
@@ -505,9 +520,9 @@ class TasksProtocol:
             check_routing_headers(method, update.task_id, headers)
             with reported_as_unavailable(self.engine.outage_errors):
                 await self.engine.update(update.task_id, update.input_responses, owner=owner)
-            return {"resultType": "complete"}
+            return complete()
         cancel = _parse(CancelTaskParams, method, params)
         check_routing_headers(method, cancel.task_id, headers)
         with reported_as_unavailable(self.engine.outage_errors):
             await self.engine.cancel(cancel.task_id, owner=owner)
-        return {"resultType": "complete"}
+        return complete()

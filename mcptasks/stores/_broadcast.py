@@ -1,4 +1,4 @@
-"""In-process fan-out of change notifications, shared by the single-process stores."""
+"""In-process fan-out of change notifications, shared by the stores (PostgreSQL fans out its LISTEN)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,17 @@ class LocalBroadcast:
 
     def __init__(self) -> None:
         self._subscribers: set[MemoryObjectSendStream[str]] = set()
+
+    @property
+    def subscribed(self) -> bool:
+        """Whether any subscription is open."""
+        return bool(self._subscribers)
+
+    def close(self) -> None:
+        """End every open subscription (their iterators stop)."""
+        for stream in tuple(self._subscribers):
+            stream.close()
+        self._subscribers.clear()
 
     def publish(self, task_id: str) -> None:
         """Send `task_id` to all subscribers without waiting (the buffers are unbounded)."""

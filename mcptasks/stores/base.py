@@ -164,6 +164,11 @@ class TaskExists(MCPTasksError):
     """`create` was given a task id that is already stored."""
 
 
+class SchemaVersionError(MCPTasksError, RuntimeError):
+    """The database (an SQLite file, a PostgreSQL schema) holds a schema this version of mcptasks
+    cannot use: written by a newer mcptasks, or a foreign `tasks` table."""
+
+
 @runtime_checkable
 class TaskStore(Protocol):
     """What the engine needs from a backend. All methods are coroutines except `subscribe`.

@@ -37,17 +37,17 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
 
+from mcptasks.stores._broadcast import LocalBroadcast
+from mcptasks.stores._sql import ACTIVE, NOT_TERMINAL
 from mcptasks.stores.admin import (
     SqlFilter,
     TaskPage,
@@ -58,8 +58,7 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, TaskExists, TaskRecord
-from mcptasks.stores.sqlite import SchemaVersionError
+from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, TaskExists, TaskRecord
 from mcptasks.stores.url import MissingExtra
 
 try:
@@ -135,7 +134,6 @@ _COLUMNS = RECORD_COLUMNS
 
 _TEXT_COLUMNS = ("task_id", "owner", "tool", "runner", "idempotency_key")
 _RETURNED = f"{', '.join(_COLUMNS)}, body"
-_ACTIVE = "status IN ('working', 'input_required')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > {now})"
 
 
@@ -325,10 +323,11 @@ class PostgresTaskStore:
         self._channel = f"{self._schema}_changes"
         self._state: Literal["new", "opening", "open", "closing", "closed"] = "new"
         self._pool_: _Pool | None = None
-        self._subscribers: set[MemoryObjectSendStream[str]] = set()
+        self._broadcast = LocalBroadcast()
         self._listen_lock = asyncio.Lock()
         self._listen_conn: _Connection | None = None
-        self._reconnect_task: asyncio.Task[None] | None = None
+        self._lost: anyio.Event | None = None
+        """Set when the LISTEN connection is lost; one open subscription then restores it."""
         self._sql = self._statements(f'"{self._schema}"')
 
     def twin(self) -> PostgresTaskStore:
@@ -373,13 +372,13 @@ class PostgresTaskStore:
                 f"UPDATE {tasks} SET "
                 + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
                 + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
-                "AND status NOT IN ('completed', 'failed', 'cancelled')"
+                f"AND {NOT_TERMINAL}"
             ),
             "list_active": (
-                f"SELECT {_RETURNED} FROM {tasks} WHERE {_ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
+                f"SELECT {_RETURNED} FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
                 "ORDER BY created_at, task_id"
             ),
-            "active_ids": f"SELECT task_id FROM {tasks} WHERE {_ACTIVE} AND {_UNEXPIRED.format(now='$1')}",
+            "active_ids": f"SELECT task_id FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')}",
             "delete_expired": f"DELETE FROM {tasks} WHERE expires_at <= $1",
             "forget_runners": f"DELETE FROM {s}.runners WHERE expires_at <= $1",
             "heartbeat": (
@@ -389,7 +388,7 @@ class PostgresTaskStore:
             "live_runners": f"SELECT runner FROM {s}.runners WHERE expires_at > $1",
             "claim": (
                 f"WITH picked AS MATERIALIZED (SELECT task_id FROM {tasks} "
-                f"WHERE runner IS NULL AND {_ACTIVE} AND {_UNEXPIRED.format(now='$3')} "
+                f"WHERE runner IS NULL AND {ACTIVE} AND {_UNEXPIRED.format(now='$3')} "
                 "ORDER BY created_at, task_id LIMIT $2 FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {tasks} AS t SET runner = $1, version = t.version + 1 FROM picked "
                 f"WHERE t.task_id = picked.task_id RETURNING "
@@ -418,6 +417,7 @@ class PostgresTaskStore:
         previous = self._state
         self._state = "opening"
         self._listen_lock = asyncio.Lock()  # bound to this event loop
+        self._lost = anyio.Event()
         pool: _Pool | None = None
         try:
             try:
@@ -493,9 +493,7 @@ class PostgresTaskStore:
             with anyio.CancelScope(shield=True):
                 async with self._listen_lock:
                     await self._unlisten()
-                for stream in self._subscribers:
-                    stream.close()
-                self._subscribers.clear()
+                self._broadcast.close()
                 if pool is not None:
                     with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
                         await pool.close()
@@ -604,7 +602,7 @@ class PostgresTaskStore:
     async def stats(self) -> TaskStats:
         """Counts, oldest active record, queue depth and live runners (one repeatable-read snapshot)."""
         s = f'"{self._schema}"'
-        active = f"{_ACTIVE} AND {_UNEXPIRED.format(now='$1')}"
+        active = f"{ACTIVE} AND {_UNEXPIRED.format(now='$1')}"
         now = time.time()
         pool = self._pool()
         conn = await pool.acquire()
@@ -665,23 +663,40 @@ class PostgresTaskStore:
     @asynccontextmanager
     async def _subscription(self) -> AsyncIterator[AsyncIterator[str]]:
         self._pool()  # raises unless open
-        send, receive = anyio.create_memory_object_stream[str](math.inf)
         try:
-            async with self._listen_lock:
-                if self._listen_conn is None:
-                    await self._listen()
-                self._subscribers.add(send)
-            async with receive:
-                yield receive
+            async with AsyncExitStack() as stack:
+                async with self._listen_lock:
+                    if self._listen_conn is None:
+                        await self._listen()
+                    changes = await stack.enter_async_context(self._broadcast.subscribe())
+                group = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(group.cancel_scope.cancel)
+                group.start_soon(self._keep_listening)
+                yield changes
         finally:
-            self._subscribers.discard(send)
-            send.close()
-            receive.close()
-            if not self._subscribers:
+            if not self._broadcast.subscribed:
                 with anyio.CancelScope(shield=True):
                     async with self._listen_lock:
-                        if not self._subscribers:
+                        if not self._broadcast.subscribed:
                             await self._unlisten()
+
+    async def _keep_listening(self) -> None:
+        """While a subscription is open: restore LISTEN each time it is lost (one subscription
+        takes each loss; if its own subscription closes first, it hands the loss on)."""
+        while True:
+            lost = self._lost
+            if lost is None:
+                lost = self._lost = anyio.Event()
+            await lost.wait()
+            if self._lost is not lost:
+                continue  # another subscription took this loss
+            self._lost = anyio.Event()
+            try:
+                await self._reconnect()
+            except BaseException:
+                if self._listen_conn is None:
+                    self._lost.set()
+                raise
 
     async def _listen(self) -> None:
         """Open the LISTEN connection (caller holds `_listen_lock`)."""
@@ -704,11 +719,7 @@ class PostgresTaskStore:
         self._listen_conn = conn
 
     async def _unlisten(self) -> None:
-        """Stop reconnecting and close the LISTEN connection (caller holds `_listen_lock`)."""
-        task, self._reconnect_task = self._reconnect_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        """Close the LISTEN connection (caller holds `_listen_lock`)."""
         conn, self._listen_conn = self._listen_conn, None
         if conn is None:
             return
@@ -720,45 +731,34 @@ class PostgresTaskStore:
             conn.terminate()
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: str) -> None:
-        self._fan_out(payload)
-
-    def _fan_out(self, task_id: str) -> None:
-        for stream in tuple(self._subscribers):
-            try:
-                stream.send_nowait(task_id)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.discard(stream)
+        self._broadcast.publish(payload)
 
     def _on_listener_lost(self, conn: Any) -> None:
         if conn is not self._listen_conn:
             return
         self._listen_conn = None
         logger.warning("lost the LISTEN connection of task store %r; reconnecting", self._schema)
-        if self._subscribers and self._state == "open" and self._reconnect_task is None:
-            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+        if self._lost is not None:
+            self._lost.set()
 
     async def _reconnect(self) -> None:
         """Restore LISTEN, then wake every subscriber for every active task (notifications sent
         while the connection was down are lost)."""
         delay, longest = RECONNECT_DELAYS
-        try:
-            while True:
-                try:
-                    async with self._listen_lock:
-                        if not self._subscribers or self._state != "open":
-                            return
-                        if self._listen_conn is None:
-                            await self._listen()
-                        rows: Sequence[_Row] = await self._pool().fetch(self._sql["active_ids"], time.time())
-                    if self._listen_conn is not None:  # else lost again while fetching: go round
-                        logger.info("restored the LISTEN connection of task store %r", self._schema)
-                        for row in rows:
-                            self._fan_out(row[0])
+        while True:
+            try:
+                async with self._listen_lock:
+                    if not self._broadcast.subscribed or self._state != "open":
                         return
-                except Exception as exc:
-                    logger.warning("cannot restore the LISTEN connection of %r yet: %s", self._schema, exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, longest)
-        finally:
-            if self._reconnect_task is asyncio.current_task():
-                self._reconnect_task = None
+                    if self._listen_conn is None:
+                        await self._listen()
+                    rows: Sequence[_Row] = await self._pool().fetch(self._sql["active_ids"], time.time())
+                if self._listen_conn is not None:  # else lost again while fetching: go round
+                    logger.info("restored the LISTEN connection of task store %r", self._schema)
+                    for row in rows:
+                        self._broadcast.publish(row[0])
+                    return
+            except Exception as exc:
+                logger.warning("cannot restore the LISTEN connection of %r yet: %s", self._schema, exc)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, longest)

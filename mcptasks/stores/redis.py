@@ -47,7 +47,7 @@ import math
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -57,6 +57,7 @@ import anyio
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
 from mcptasks.stores.base import TaskExists, TaskRecord
 from mcptasks.stores.url import MissingExtra, redact_url
+from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 try:
     import redis.asyncio as aioredis
@@ -119,7 +120,6 @@ _MAX_EXPIRE_MS = 2**47
 _RESUBSCRIBE_BACKOFF = (0.1, 5.0)
 """First and longest pause (seconds) between attempts to restore a lost subscription."""
 
-_ACTIVE = ("working", "input_required")
 
 # -- Lua ---------------------------------------------------------------------------------------
 #
@@ -130,6 +130,14 @@ _ACTIVE = ("working", "input_required")
 # create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 idempotency key (when ARGV[13]).
 # Numbers travel as the strings Python formatted (repr of floats) and are never turned back into
 # strings by Lua, whose number formatting would lose precision.
+
+
+def _lua_set(name: str, statuses: Iterable[str]) -> str:
+    return f"local {name} = {{{', '.join(f'{status} = true' for status in sorted(statuses))}}}\n"
+
+
+_STATUS_LUA = _lua_set("ACTIVE", ACTIVE_STATUSES) + _lua_set("TERMINAL", TERMINAL_STATUSES)
+"""Lua sets of the statuses (`TERMINAL[status]` is true for a terminal one), from `mcptasks.wire`."""
 
 _WRITE_LUA = """
 local function write_record(task, id)
@@ -224,7 +232,8 @@ return {'created'}
 )
 
 _REPLACE_LUA = (
-    _WRITE_LUA
+    _STATUS_LUA
+    + _WRITE_LUA
     + """
 local id = ARGV[1]
 local cur = redis.call('HMGET', KEYS[1], 'version', 'status', 'w', 'idem')
@@ -237,7 +246,7 @@ if cur[1] ~= ARGV[15] then
   end
   return 0
 end
-if cur[2] == 'completed' or cur[2] == 'failed' or cur[2] == 'cancelled' then
+if TERMINAL[cur[2]] then
   return 0
 end
 write_record(KEYS[1], id)
@@ -253,7 +262,9 @@ return 1
 
 # KEYS: 1 queued, 2 active, 3 this call's claim log. ARGV: 1 runner, 2 limit, 3 now,
 # 4 task key prefix, 5 claim log TTL (ms). Returns a flat list: task_id, body, version, ...
-_CLAIM_LUA = """
+_CLAIM_LUA = (
+    _STATUS_LUA
+    + """
 local out = {}
 local log = redis.call('LRANGE', KEYS[3], 0, -1)
 if #log > 0 then
@@ -281,7 +292,7 @@ while taken < limit do
     local h = redis.call('HMGET', key, 'status', 'runner', 'expires', 'body')
     if not h[4] then
       redis.call('ZREM', KEYS[2], id)
-    elseif (h[1] == 'working' or h[1] == 'input_required') and not h[2]
+    elseif ACTIVE[h[1]] and not h[2]
         and (not h[3] or tonumber(h[3]) > now) then
       redis.call('HSET', key, 'runner', ARGV[1])
       local version = redis.call('HINCRBY', key, 'version', 1)
@@ -296,6 +307,7 @@ if taken > 0 then
 end
 return out
 """
+)
 
 # KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 now, 2 batch size, 3 task key prefix.
 _DELETE_EXPIRED_LUA = """
@@ -316,13 +328,15 @@ return #ids
 
 # KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 task key prefix, 2.. task ids. Deletes the listed
 # records that are terminal (a terminal record never changes, so the caller's filter still holds).
-_PURGE_LUA = """
+_PURGE_LUA = (
+    _STATUS_LUA
+    + """
 local n = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local key = ARGV[1] .. id
   local h = redis.call('HMGET', key, 'status', 'idem')
-  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+  if TERMINAL[h[1]] then
     if h[2] and redis.call('GET', h[2]) == id then
       redis.call('DEL', h[2])
     end
@@ -335,6 +349,7 @@ for i = 2, #ARGV do
 end
 return n
 """
+)
 
 
 class _PubSub(Protocol):
@@ -598,7 +613,7 @@ class RedisTaskStore:
             json.dumps(data, separators=(",", ":")),
             str(version),
             record.status,
-            "1" if record.status in _ACTIVE else "0",
+            "1" if record.status in ACTIVE_STATUSES else "0",
             "0" if record.runner is None else "1",
             record.runner or "",
             _float(record.created_at),
@@ -677,7 +692,7 @@ class RedisTaskStore:
                 if body is None or version is None:
                     continue  # deleted since the ids were read
                 record = self._decode(body, version, runner)
-                if record.status in _ACTIVE and not record.expired(now):
+                if record.status in ACTIVE_STATUSES and not record.expired(now):
                     records.append(record)
         return records
 

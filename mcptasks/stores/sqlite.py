@@ -28,8 +28,8 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
-from mcptasks.errors import MCPTasksError
 from mcptasks.stores._broadcast import LocalBroadcast
+from mcptasks.stores._sql import ACTIVE, NOT_TERMINAL
 from mcptasks.stores.admin import (
     SqlFilter,
     TaskPage,
@@ -40,7 +40,7 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, TaskExists, TaskRecord
+from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, TaskExists, TaskRecord
 
 __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore", "migrate"]
 
@@ -89,12 +89,7 @@ assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 _COLUMNS = RECORD_COLUMNS
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
-_NOT_TERMINAL = "status NOT IN ('completed', 'failed', 'cancelled')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
-
-
-class SchemaVersionError(MCPTasksError, RuntimeError):
-    """The database file holds a schema this version of mcptasks cannot use."""
 
 
 def migrate(conn: sqlite3.Connection, name: str = "database") -> int:
@@ -150,7 +145,7 @@ _INSERT = (
 )
 _UPDATE = (
     f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _WRITE_COLUMNS[1:])} "
-    "WHERE task_id = ? AND version = ? AND status NOT IN ('completed', 'failed', 'cancelled')"
+    f"WHERE task_id = ? AND version = ? AND {NOT_TERMINAL}"
 )
 
 
@@ -423,8 +418,7 @@ class SqliteTaskStore:
 
         def select(conn: sqlite3.Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                f"{_SELECT} WHERE status IN ('working', 'input_required') AND {_UNEXPIRED} "
-                "ORDER BY created_at, task_id",
+                f"{_SELECT} WHERE {ACTIVE} AND {_UNEXPIRED} ORDER BY created_at, task_id",
                 (now,),
             ).fetchall()
             return [_record(row) for row in rows]
@@ -467,7 +461,7 @@ class SqliteTaskStore:
 
         def take(conn: sqlite3.Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                f"{_SELECT} WHERE runner IS NULL AND status IN ('working', 'input_required') "
+                f"{_SELECT} WHERE runner IS NULL AND {ACTIVE} "
                 f"AND {_UNEXPIRED} ORDER BY created_at, task_id LIMIT ?",
                 (now, max(limit, 0)),
             ).fetchall()
@@ -500,7 +494,7 @@ class SqliteTaskStore:
     async def stats(self) -> TaskStats:
         """Counts, oldest active record, queue depth and live runners, in one read transaction."""
         now = time.time()
-        active = f"status IN ('working', 'input_required') AND {_UNEXPIRED}"
+        active = f"{ACTIVE} AND {_UNEXPIRED}"
 
         def aggregate(conn: sqlite3.Connection) -> TaskStats:
             counts = conn.execute(

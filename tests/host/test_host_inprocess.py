@@ -47,7 +47,7 @@ from sdk_helpers import (
 )
 
 from mcptasks import EXTENSION_ID, Result, TaskServer, TasksExtension, task_tool
-from mcptasks._runtime.engine import SHUTDOWN_MESSAGE
+from mcptasks._runtime.recovery import SHUTDOWN_MESSAGE
 from mcptasks.wire import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio

@@ -47,7 +47,7 @@ from processes import listening
 from push_helpers import as_notification, listen, task_frames, without_meta
 from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
-from mcptasks._runtime.engine import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
+from mcptasks._runtime.recovery import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
 from mcptasks.wire import IDEMPOTENCY_META
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import pytest
 from processes import clean_env, free_port, serving_http
 from sdk_helpers import RawClient
 
-from mcptasks._runtime.engine import WORKER_LOST_MESSAGE
+from mcptasks._runtime.recovery import WORKER_LOST_MESSAGE
 
 pytestmark = pytest.mark.anyio
 

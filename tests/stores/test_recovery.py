@@ -13,8 +13,8 @@ import pytest
 from helpers import Client, serve
 
 from mcptasks import ANONYMOUS_OWNER, Result, SqliteTaskStore, TaskRecord, task_tool
-from mcptasks._runtime.engine import RECOVERY_BATCH
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
+from mcptasks._runtime.recovery import RECOVERY_BATCH
 
 pytestmark = pytest.mark.anyio
 

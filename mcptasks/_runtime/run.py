@@ -1,0 +1,394 @@
+"""`TaskRun`: one task body running on an engine; it is also the body's `BodyChannel`.
+
+The run writes its own record (statuses, checkpoints, input requests, taking answers) through a
+`RunHost`, the small part of the engine a run needs; the engine starts it and records its end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
+
+import anyio
+
+from mcptasks._authoring.values import InvalidValue
+from mcptasks._authoring.yields import InputRequest, InvalidAnswer
+from mcptasks._runtime.driver import Outcome, wire_requests
+from mcptasks._runtime.limits import Limits
+from mcptasks._runtime.outages import StoreRetry, gave_up
+from mcptasks._runtime.tasklog import log_task
+from mcptasks.errors import ProtocolError
+from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.wire import INVALID_PARAMS
+
+T = TypeVar("T")
+
+logger = logging.getLogger("mcptasks")
+
+
+class RunHost(Protocol):
+    """What a `TaskRun` needs from the engine it runs on."""
+
+    @property
+    def instance_id(self) -> str:
+        """The id this engine runs tasks under (`TaskRecord.runner`)."""
+
+    @property
+    def store(self) -> TaskStore:
+        """The task store."""
+
+    @property
+    def limits(self) -> Limits:
+        """The engine's limits (status length and rate, input requests)."""
+
+    @property
+    def store_retry(self) -> StoreRetry:
+        """How long store calls are retried while the store is unreachable."""
+
+    @property
+    def outage_errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions that mean the store is unreachable."""
+
+    @property
+    def input_poll_interval(self) -> float:
+        """How often a body waiting for input re-reads its record without a notification."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the engine is shutting down (every body is asked to stop)."""
+
+    def hosts(self, run: TaskRun) -> bool:
+        """Whether `run` is still the engine's run of its task."""
+
+    def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
+        """Start `job` in the engine's task group; False when the engine is not running."""
+
+    async def write_record(
+        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None], *, known: TaskRecord | None
+    ) -> TaskRecord | None:
+        """Apply `change` to the record with compare-and-set (None: the task ended or is gone)."""
+
+
+MAX_INVALID_ANSWERS = 3
+"""How many invalid answers to one question a task accepts before it fails with -32602."""
+
+
+def _error_response(raw: Any) -> ProtocolError | None:
+    """A JSON-RPC error object sent as an answer (the client refused the request), as an error."""
+    if (
+        isinstance(raw, dict)
+        and isinstance(raw.get("code"), int)
+        and isinstance(raw.get("message"), str)
+        and set(raw) <= {"code", "message", "data"}
+    ):
+        return ProtocolError(int(raw["code"]), str(raw["message"]), raw.get("data"))
+    return None
+
+
+class TaskRun:
+    """A body running on this engine; it is also the body's `BodyChannel`."""
+
+    __slots__ = (
+        "attempt",
+        "ended",
+        "ending",
+        "expires_at",
+        "final",
+        "flushing",
+        "holding",
+        "host",
+        "next_status_at",
+        "owner",
+        "pending_status",
+        "record",
+        "saved",
+        "scope",
+        "stop_outcome",
+        "stopped_at",
+        "task_id",
+        "tool",
+        "waiters",
+        "yielded",
+    )
+
+    def __init__(
+        self,
+        host: RunHost,
+        task_id: str,
+        expires_at: float | None,
+        attempt: int = 1,
+        *,
+        owner: str,
+        tool: str,
+    ) -> None:
+        self.host = host
+        self.task_id = task_id
+        self.owner = owner
+        self.tool = tool
+        self.expires_at = expires_at
+        self.attempt = attempt
+        """Which run of the task this is (re-runs after a lost worker count up)."""
+        self.record: TaskRecord | None = None
+        """The newest copy of the record this run wrote or read (saves a read before a write)."""
+        self.scope: anyio.CancelScope | None = None
+        self.waiters: list[anyio.Event] | None = None
+        """One event per `ask` waiting for answers (a body may wait in several at once)."""
+        self.stop_outcome: Outcome | None = None
+        self.final: Outcome | None = None
+        """The outcome recorded when the body ended."""
+        self.saved: Any = None
+        """The body's checkpoint (loaded from the record when a re-run starts)."""
+        self.stopped_at: float | None = None
+        """When the body was first asked to stop (for the ignored-cancellation warning)."""
+        self.pending_status: str | None = None
+        """A status yielded within `Limits.status_interval` of the last write, not written yet."""
+        self.next_status_at = 0.0
+        self.flushing = False
+        self.holding = False
+        """Whether yielded statuses are kept in memory for now (`hold_statuses`)."""
+        self.yielded = False
+        """Whether the body wrote a checkpoint or asked a question (so it did not end at once)."""
+        self.ending = False
+        """Whether the body is over and its end is being recorded."""
+        self.ended: anyio.Event = anyio.Event()
+        """Set once the run is over on this engine (its end recorded, or given up)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the body was asked to stop (cancel, TTL, shutdown); readable from any thread."""
+        return self.stopped_at is not None or self.host.stopping
+
+    def poke(self) -> None:
+        """Wake the body if it waits for input."""
+        for waiter in self.waiters or ():
+            waiter.set()
+
+    def stop(self, outcome: Outcome | None = None) -> None:
+        """Cancel the body at its next checkpoint; `outcome` is recorded unless already terminal."""
+        if self.stop_outcome is None:
+            self.stop_outcome = outcome
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
+        if self.scope is not None:
+            self.scope.cancel()
+
+    def owns(self, record: TaskRecord) -> bool:
+        """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
+        return record.runner == self.host.instance_id and record.attempt == self.attempt
+
+    async def _write(
+        self, change: Callable[[TaskRecord], TaskRecord | None], what: str | None = None
+    ) -> TaskRecord | None:
+        """Apply a body's change to its record; None when the task ended or is no longer ours.
+
+        With `what` (a description for messages), an unreachable store is retried within the
+        engine's `store_retry` budget, then the task fails saying so; without, the error propagates.
+        """
+        owned = True
+
+        status = self.pending_status
+
+        def guarded(record: TaskRecord) -> TaskRecord | None:
+            nonlocal owned
+            owned = self.owns(record)
+            if not owned:
+                return None
+            updated = change(record)
+            if status is not None and status != record.status_message:
+                updated = (updated or record).evolve(status_message=status)
+            return updated
+
+        host = self.host
+        if what is None:
+            written = await host.write_record(self.task_id, guarded, known=self.record)
+        else:
+            written = await self._patiently(
+                lambda: host.write_record(self.task_id, guarded, known=self.record), what
+            )
+        if written is None or not owned:
+            self.record = None
+            return None
+        if self.pending_status is status:
+            self.pending_status = None
+        self.record = written
+        return written
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """`call()` retried while the store is unreachable (`store_retry`), then a task failure."""
+        host = self.host
+        try:
+            return await host.store_retry.run(
+                call, errors=host.outage_errors, what=f"{what} ({self.task_id})"
+            )
+        except host.outage_errors as exc:
+            raise gave_up(exc, host.store_retry, what) from exc
+
+    async def _halt(self) -> None:
+        # The record is terminal or gone: end the body through cancellation so `finally:` runs.
+        self.stop()
+        await anyio.lowlevel.checkpoint()
+        raise RuntimeError("task body continued after its task ended")  # pragma: no cover
+
+    async def set_status(self, message: str) -> None:
+        """Write `statusMessage` (skipped when unchanged), at most once per `status_interval`.
+
+        A status yielded sooner is kept and written when the interval ends (the last one wins);
+        so is one yielded while statuses are held (`hold_statuses`).
+        Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
+        """
+        await anyio.lowlevel.checkpoint()
+        limits = self.host.limits
+        if len(message) > limits.max_status_length:
+            message = message[: limits.max_status_length - 1] + "…"
+        if self.holding:
+            self.pending_status = message
+            return
+        now = anyio.current_time()
+        if now < self.next_status_at:
+            self.pending_status = message
+            if not self.flushing and self.host.start_soon(self._flush_status):
+                self.flushing = True
+            return
+        self.next_status_at = now + limits.status_interval
+        self.pending_status = message
+        try:
+            written = await self._write(lambda record: None)
+        except Exception:
+            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
+            return
+        if written is None:
+            await self._halt()
+
+    def hold_statuses(self) -> None:
+        """Keep yielded statuses in memory until `release_statuses` (or the end, which writes the
+        last one): while the engine waits for an immediate result, a status costs no store write."""
+        self.holding = True
+
+    def release_statuses(self) -> None:
+        """Stop holding statuses; a held one is written now."""
+        self.holding = False
+        if self.pending_status is None or self.flushing or self.final is not None or self.ending:
+            return
+        self.flushing = self.host.start_soon(self._flush_status)
+
+    async def _flush_status(self) -> None:
+        """Write the coalesced status once its interval has passed (unless a write took it)."""
+        try:
+            await anyio.sleep_until(self.next_status_at)
+            if self.pending_status is None or self.final is not None or not self.host.hosts(self):
+                return
+            self.next_status_at = anyio.current_time() + self.host.limits.status_interval
+            if await self._write(lambda record: None) is None:
+                self.stop()
+        except Exception:
+            logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
+        finally:
+            self.flushing = False
+
+    async def save(self, state: Any) -> None:
+        """Write the body's checkpoint into its record (durable when this returns)."""
+        self.yielded = True
+        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
+            await self._halt()
+        self.saved = state
+
+    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
+        """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
+        self.yielded = True
+        pending = list(requests)
+        limit = self.host.limits.max_input_requests
+        outstanding = len(self.record.input_requests) if self.record is not None else 0
+        if outstanding + len(pending) > limit:
+            raise InvalidValue(
+                f"a task may have at most {limit} input requests outstanding; "
+                f"{outstanding} are and {len(pending)} more were yielded"
+            )
+        answers: list[Any] = [None] * len(pending)
+        rejected = [0] * len(pending)
+        todo = list(range(len(pending)))
+        while todo:
+            keys = await self._issue({i: pending[i] for i in todo})
+            received = await self._await_answers(keys)
+            retry: list[int] = []
+            for index, raw in received.items():
+                refusal = _error_response(raw)
+                if refusal is not None:
+                    raise refusal
+                try:
+                    answers[index] = pending[index].parse(raw)
+                except InvalidAnswer as exc:
+                    rejected[index] += 1
+                    if rejected[index] >= MAX_INVALID_ANSWERS:
+                        raise ProtocolError(
+                            INVALID_PARAMS,
+                            f"The client answered {pending[index].method} with invalid content "
+                            f"{MAX_INVALID_ANSWERS} times; last problem: {exc}",
+                        ) from None
+                    pending[index] = pending[index].retry_with(str(exc))
+                    retry.append(index)
+            todo = retry
+        return answers
+
+    async def _issue(self, requests: dict[int, InputRequest]) -> dict[int, str]:
+        """Add the requests to the record under fresh, never reused keys; return the keys."""
+        keys: dict[int, str] = {}
+
+        def issue(record: TaskRecord) -> TaskRecord | None:
+            if keys and all(k in record.input_requests or k in record.input_responses for k in keys.values()):
+                return None  # an earlier try landed although its reply was lost (keys are never reused)
+            counter = record.input_key_counter
+            keys.clear()
+            for index, request in requests.items():
+                counter += 1
+                keys[index] = f"{request.key or 'input'}-{counter}"
+            issued = wire_requests(list(requests.values()), list(keys.values()))
+            return record.evolve(
+                input_requests={**record.input_requests, **issued},
+                input_key_counter=counter,
+                status="input_required",
+            )
+
+        written = await self._write(issue, "asking for input")
+        if written is None:
+            await self._halt()
+        else:
+            log_task("input_required", written)
+        return keys
+
+    async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
+        """Wait until every key has an answer, then take the answers out of the record."""
+        store = self.host.store
+        if self.waiters is None:
+            self.waiters = []
+        try:
+            while True:
+                wake = anyio.Event()
+                self.waiters.append(wake)
+                try:
+                    record = await self._patiently(lambda: store.get(self.task_id), "waiting for input")
+                    if record is None or record.terminal or not self.owns(record):
+                        await self._halt()
+                        raise AssertionError("unreachable")  # pragma: no cover
+                    self.record = record
+                    responses = record.input_responses
+                    received = {i: responses[key] for i, key in keys.items() if key in responses}
+                    if len(received) == len(keys):
+                        break
+                    with anyio.move_on_after(self.host.input_poll_interval):
+                        await wake.wait()
+                finally:
+                    self.waiters.remove(wake)
+        finally:
+            if not self.waiters:
+                self.waiters = None
+        consumed = set(keys.values())
+
+        def consume(record: TaskRecord) -> TaskRecord:
+            left = {k: v for k, v in record.input_responses.items() if k not in consumed}
+            return record.evolve(input_responses=left)
+
+        if await self._write(consume, "taking the answers") is None:
+            await self._halt()
+        return received
