@@ -26,6 +26,7 @@ from mcptasks._authoring.yields import (
     Status,
     Unsupported,
 )
+from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.feed import TaskFeed
@@ -108,6 +109,7 @@ __all__ = [
     "DetailedTask",
     "EXTENSION_ID",
     "Elicit",
+    "EngineConfig",
     "Elicitation",
     "FallbackMode",
     "InputCapability",

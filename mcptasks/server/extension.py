@@ -36,12 +36,11 @@ from mcp_types import CallToolRequestParams, CallToolResult, RequestParams, Tool
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import Unpack
 
-from mcptasks._authoring.tool import FallbackMode, TaskTool, TaskToolOptions, task_tool
-from mcptasks._runtime.engine import PollLimit, TaskEngine
-from mcptasks._runtime.limits import Limits
+from mcptasks._authoring.tool import TaskTool, TaskToolOptions, task_tool
+from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks._runtime.push import TaskPush
-from mcptasks._runtime.request_state import RequestStateCodec
 from mcptasks.errors import ProtocolError
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.stores.base import TaskStore
@@ -95,15 +94,11 @@ def _mcp_error(exc: ProtocolError) -> MCPError:
 class TasksExtension(Extension):
     """Serve task tools over the official SDK's `MCPServer` (`io.modelcontextprotocol/tasks`).
 
-    `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, `limits`)
-    are passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
-    extension: `"inline"` (default), `"tools"` (start the task, list `task_status` /
-    `task_answer` / `task_cancel`; see `mcptasks._runtime.fallback`) or `"reject"` (-32021).
-    `immediate_results`: a task whose body finishes without suspending is answered with its result
-    at once instead of a task handle (the extension allows either). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
-    several replicas serve one URL). `push` (default True) serves `subscriptions/listen` with
-    `notifications.taskIds` (`notifications/tasks` pushes, across replicas through the store);
-    `keepalive` sets the seconds between SSE keep-alive comments (process-wide, see
+    `store` is a `TaskStore` or URL; `config` an `EngineConfig` (default: `EngineConfig.from_env()`,
+    the defaults with the `MCPTASKS_*` environment variables applied). It covers the engine
+    (leases, intervals, `Limits`, ...), the fallback mode for requests without the extension,
+    `immediate_results`, the `secret` that signs MRTR `requestState`, `push` (serve
+    `subscriptions/listen` with `notifications.taskIds`) and `keepalive` (process-wide, see
     `mcptasks.server.listen.set_sse_keepalive`).
     """
 
@@ -113,38 +108,41 @@ class TasksExtension(Extension):
         self,
         store: TaskStore | str = "memory://",
         *,
+        config: EngineConfig | None = None,
         tools: Sequence[TaskTool] = (),
-        secret: str | bytes | None = None,
-        poll_limit: PollLimit = "off",
-        adaptive_poll_max: float | None = None,
-        fallback: FallbackMode = "inline",
-        immediate_results: bool = True,
-        engine: TaskEngine | None = None,
-        limits: Limits | None = None,
-        push: bool = True,
-        keepalive: float | None = None,
     ) -> None:
-        self.engine = (
-            engine
-            if engine is not None
-            else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max, limits=limits)
-        )
-        self.engine.announce_changes = push
-        self.push: TaskPush | None = TaskPush(self.engine) if push else None
+        config = config if config is not None else EngineConfig.from_env()
+        self.engine = TaskEngine(store, config=config)
+        self.protocol = TasksProtocol(self.engine)
+        self.push: TaskPush | None = None
         """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
-        if keepalive is not None:
-            set_sse_keepalive(keepalive)
-        self.protocol = TasksProtocol(
-            self.engine,
-            codec=RequestStateCodec(secret),
-            fallback=fallback,
-            immediate_results=immediate_results,
-        )
+        self._apply(config)
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         self._lifespan_guests = 0
         self._guests_left = anyio.Event()
         for tool in tools:
             self.add_tool(tool)
+
+    @property
+    def config(self) -> EngineConfig:
+        """The configuration in force."""
+        return self.engine.config
+
+    def configure(self, config: EngineConfig) -> None:
+        """Replace the configuration before the server starts (what `mcptasks serve` does with
+        its environment and flags); `push` cannot change once the extension is on a server."""
+        if self._servers and config.push != self.config.push:
+            raise RuntimeError("cannot change EngineConfig.push of an extension already on a server")
+        self.protocol.configure(config)
+        self._apply(config)
+
+    def _apply(self, config: EngineConfig) -> None:
+        if config.push and self.push is None:
+            self.push = TaskPush(self.engine)
+        elif not config.push:
+            self.push = None
+        if config.keepalive is not None:
+            set_sse_keepalive(config.keepalive)
 
     # -- registering tools ---------------------------------------------------------------------
 
@@ -198,7 +196,7 @@ class TasksExtension(Extension):
         """Replace the store before the server starts (what `mcptasks serve --store` does)."""
         if self.engine.running:
             raise RuntimeError("cannot change the store of a running server")
-        self.engine.store = store_from_url(store) if isinstance(store, str) else store
+        self.engine.use_store(store_from_url(store) if isinstance(store, str) else store)
 
     def lifespan(self, user: Lifespan | None = None) -> Lifespan:
         """A lifespan for `MCPServer(lifespan=...)` that runs the engine around `user`'s lifespan.
