@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import importlib.util
 import itertools
 import json
@@ -1034,7 +1035,7 @@ async def test_howto_replica_enqueue_only_and_a_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with replica(tmp_path, monkeypatch) as serving, replica(tmp_path, monkeypatch) as working:
-        serving.extension.engine.run_tasks = False  # what `mcptasks serve --enqueue-only` sets
+        serving.configure(dataclasses.replace(serving.config, run_tasks=False))  # --enqueue-only
         worker = working.extension.engine  # what `mcptasks worker` runs
         async with worker, connect(serving) as tasks:
             task_id = (await tasks.start("warm_cache", {"region": "us-east"}))["taskId"]
