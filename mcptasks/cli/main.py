@@ -156,7 +156,7 @@ def _extension(server: Any, target: str) -> Any:
         raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
     extension = _extension_of(server)
     if extension is None:
-        raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+        raise CliError(f"{target!r} has no TasksExtension (pass lifespan=ext.lifespan() to MCPServer)")
     return extension
 
 
@@ -172,13 +172,16 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
         startup.store = describe_store(extension.engine.store)
         startup.runs_tasks = extension.engine.run_tasks
         startup.fallback = extension.protocol.fallback
-    for listed in anyio.run(mcp.list_tools):
-        tool = task_tools.get(listed.name)
+    listed = [tool.name for tool in anyio.run(mcp.list_tools)]
+    if extension is not None:  # task tools are listed by the extension's middleware, not the SDK
+        listed += [definition["name"] for definition in extension.tool_definitions()]
+    for name in dict.fromkeys(listed):
+        tool = task_tools.get(name)
         if tool is None:
-            startup.tools.append(ToolLine(listed.name))
+            startup.tools.append(ToolLine(name))
         else:
             own = tool.fallback if tool.fallback not in (None, startup.fallback) else None
-            startup.tools.append(ToolLine(listed.name, tool.task_support, own))
+            startup.tools.append(ToolLine(name, tool.task_support, own))
     return startup
 
 

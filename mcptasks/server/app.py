@@ -52,7 +52,7 @@ class TaskServer:
         self.mcp: MCPServer[Any] = MCPServer(
             name, extensions=extensions, lifespan=self.extension.lifespan(lifespan), **mcp_options
         )
-        self.extension.attach(self.mcp)
+        self.extension.install(self.mcp)
 
     @property
     def config(self) -> EngineConfig:

@@ -693,12 +693,11 @@ async def test_tasks_extension_on_a_plain_mcpserver_keeps_the_user_lifespan() ->
         yield Result(f"report {title!r} written")
 
     ext = TasksExtension(tools=[report], config=EngineConfig(immediate_results=False))
-    server = MCPServer("plain", extensions=[ext], lifespan=ext.lifespan(user_lifespan))
-    ext.attach(server)
+    server = MCPServer("plain", extensions=[ext], lifespan=ext.lifespan(user_lifespan))  # all it takes
 
     @ext.task_tool(task_support="required")
     async def archive() -> str:
-        """Registered after attach: listed all the same."""
+        """Registered after the server was built: listed all the same."""
         return "archived"
 
     @server.tool()
