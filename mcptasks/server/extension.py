@@ -106,6 +106,7 @@ class TasksExtension(Extension):
         self.protocol = TasksProtocol(self.engine)
         self.push: TaskPush | None = None
         """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
+        self._listen: TaskListenMiddleware | None = None
         self._apply(config)
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         self._lifespan_guests = 0
@@ -120,17 +121,16 @@ class TasksExtension(Extension):
 
     def configure(self, config: EngineConfig) -> None:
         """Replace the configuration before the server starts (what `mcptasks serve` does with
-        its environment and flags); `push` cannot change once the extension is on a server."""
-        if self._servers and config.push != self.config.push:
-            raise RuntimeError("cannot change EngineConfig.push of an extension already on a server")
+        its environment and flags)."""
         self.protocol.configure(config)
         self._apply(config)
 
     def _apply(self, config: EngineConfig) -> None:
         if config.push and self.push is None:
             self.push = TaskPush(self.engine)
+            self._listen = TaskListenMiddleware(self.push, current_owner)
         elif not config.push:
-            self.push = None
+            self.push = self._listen = None
         if config.keepalive is not None:
             set_sse_keepalive(config.keepalive)
 
@@ -180,8 +180,15 @@ class TasksExtension(Extension):
         self._servers.add(server)
         _EXTENSIONS_BY_SERVER[server] = self
         server.middleware.append(TaskToolListing(self.tool_definitions))
-        if self.push is not None:
-            server.middleware.append(TaskListenMiddleware(self.push, current_owner))
+        server.middleware.append(self._listen_streams)
+
+    async def _listen_streams(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Task listen streams, while `push` is on (see `mcptasks.server.listen`)."""
+        if self._listen is None:
+            return await call_next(ctx)
+        return await self._listen(ctx, call_next)
 
     def use_store(self, store: TaskStore | str) -> None:
         """Replace the store before the server starts (what `mcptasks serve --store` does)."""
