@@ -112,7 +112,7 @@ class EngineConfig:
                 try:
                     changes[name] = _parse(hint, environ[variable])
                 except ValueError:
-                    raise ValueError(f"{variable}={environ[variable]!r}: not a {_kind(hint)}") from None
+                    raise ValueError(f"{variable}={environ[variable]!r}: expected {_kind(hint)}") from None
         try:
             return replace(base if base is not None else cls(), **changes)
         except ValueError as exc:
@@ -246,7 +246,7 @@ def _kind(hint: Any) -> str:
     if get_origin(kind) is Literal:
         text = "one of " + ", ".join(str(choice) for choice in get_args(kind))
     else:
-        text = {bool: "boolean (true/false)", int: "whole number", float: "number"}.get(kind, "string")
+        text = {bool: "true or false", int: "a whole number", float: "a number"}.get(kind, "a string")
     return f"{text} or none" if optional else text
 
 

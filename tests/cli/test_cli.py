@@ -316,3 +316,21 @@ async def test_stdio_serve_of_the_job_runner_lists_its_tool(tmp_path: Path) -> N
     assert tool.name == "run_pipeline"
     assert tool.input_schema["properties"]["kind"]["enum"] == ["test", "build"]
     assert (tool.meta or {})[EXTENSION_ID] == {"taskSupport": "optional"}
+
+
+# -- configuration ---------------------------------------------------------------------------------
+
+
+def test_invalid_flag_values_name_the_field() -> None:
+    assert_usage_error(mcptasks_cli("serve", HELLO, "--lease-ttl", "0"), "EngineConfig.lease_ttl", "0")
+
+
+def test_invalid_worker_concurrency_names_the_field(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    done = mcptasks_cli("worker", HELLO, "--store", store, "--concurrency", "0")
+    assert_usage_error(done, "EngineConfig.max_concurrent", "0")
+
+
+def test_an_unparsable_environment_variable_is_named(tmp_path: Path) -> None:
+    done = mcptasks_cli("serve", HELLO, env=clean_env(MCPTASKS_POLL_LIMIT="sometimes"))
+    assert_usage_error(done, "MCPTASKS_POLL_LIMIT", "sometimes")

@@ -236,8 +236,7 @@ async def test_a_rerun_on_another_replica_links_to_the_creating_span(
             with tracer.start_as_current_span("tools/call resumable") as creating:
                 record = await first.start(resumable, {"step": 1}, owner="o")
             await wait_for_status(first, record.task_id, "working", owner="o")
-        # replica-a shut down mid-run: the task went back to the queue; replica-b runs it now
-        second.run_tasks = True
+        # replica-a shut down mid-run: the task went back to the queue; replica-b claims it now
         second.register(resumable)
         await second.claim()
         await wait_for(second, record.task_id, lambda r: r.runner == "replica-b", owner="o")
