@@ -842,8 +842,8 @@ async def test_concepts_outcomes() -> None:
             "message": "backend unavailable",
             "data": {"retryable": True},
         }
-
-        snippet.app.extension.protocol.immediate_results = False  # now every opted-in call is a task
+    snippet.app.configure(dataclasses.replace(snippet.app.config, immediate_results=False))  # all tasks
+    async with connect(snippet.app) as tasks:
         squared = await tasks.finish((await tasks.start("with_result", {"n": 3}))["taskId"])
         assert squared["result"]["structuredContent"] == {"square": 9}
         empty = await tasks.finish((await tasks.start("without_result"))["taskId"])
@@ -929,7 +929,7 @@ async def test_concepts_inputs() -> None:
 @exercises("concepts_capabilities.py")
 async def test_concepts_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
     snippet = load_snippet("concepts_capabilities.py")
-    snippet.app.extension.protocol.immediate_results = False  # every opted-in call is a task
+    snippet.app.configure(dataclasses.replace(snippet.app.config, immediate_results=False))  # all tasks
     async with connect(snippet.app, elicitation_callback=None) as cannot_answer:
         release = await cannot_answer.start("release", {"version": "1.2"})
         unsupported = await cannot_answer.finish(release["taskId"])
