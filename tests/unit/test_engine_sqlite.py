@@ -218,7 +218,7 @@ CRASHING_SERVER = textwrap.dedent(
 
     import anyio
 
-    from mcptasks import Result, SqliteTaskStore, TaskEngine, task_tool
+    from mcptasks import EngineConfig, Result, SqliteTaskStore, TaskEngine, task_tool
 
 
     @task_tool
@@ -228,7 +228,8 @@ CRASHING_SERVER = textwrap.dedent(
 
 
     async def main():
-        async with TaskEngine(SqliteTaskStore(sys.argv[1]), config=EngineConfig(lease_ttl=float(sys.argv[2]))) as engine:
+        config = EngineConfig(lease_ttl=float(sys.argv[2]))
+        async with TaskEngine(SqliteTaskStore(sys.argv[1]), config=config) as engine:
             record = await engine.start(parked, {}, owner="anonymous")
             print(record.task_id, flush=True)
             await anyio.sleep_forever()
