@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from processes import clean_env, free_port, serving_http
@@ -334,3 +334,23 @@ def test_invalid_worker_concurrency_names_the_field(tmp_path: Path) -> None:
 def test_an_unparsable_environment_variable_is_named(tmp_path: Path) -> None:
     done = mcptasks_cli("serve", HELLO, env=clean_env(MCPTASKS_POLL_LIMIT="sometimes"))
     assert_usage_error(done, "MCPTASKS_POLL_LIMIT", "sometimes")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "mcptasks", "serve", HELLO],
+        [sys.executable, HELLO],
+    ],
+    ids=["mcptasks-serve", "python-file"],
+)
+async def test_the_environment_configures_a_server_built_without_config(
+    command: list[str], tmp_path: Path
+) -> None:
+    env = clean_env(MCPTASKS_FALLBACK="reject")
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(tmp_path), env=env)
+    async with Client(params) as client:  # no tasks extension: "reject" refuses the call
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("hello", {"name": "stdio"})
+    assert refused.value.error.code == -32021
