@@ -39,6 +39,7 @@ from mcptasks import (
     ANONYMOUS_OWNER,
     EXTENSION_ID,
     Elicit,
+    EngineConfig,
     Limits,
     Result,
     TaskEngine,
@@ -95,8 +96,9 @@ async def _call(protocol: TasksProtocol, method: str, params: dict[str, Any]) ->
 
 
 async def stall(load: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
-    engine = TaskEngine("memory://", limits=Limits(blocking_threshold=None))
-    protocol = TasksProtocol(engine, TOOLS, immediate_results=False)
+    config = EngineConfig(limits=Limits(blocking_threshold=None), immediate_results=False)
+    engine = TaskEngine("memory://", config=config)
+    protocol = TasksProtocol(engine, TOOLS)
     lags: list[float] = []
     async with engine:
         created = await protocol.call_tool("control", {}, meta=META)

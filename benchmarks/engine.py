@@ -209,7 +209,7 @@ def task_protocol(engine: TaskEngine) -> TasksProtocol:
 
     By default a body that finishes within a few scheduler turns is answered with its result
     inline (`immediate_results`); a zero-work tool always would, so the create benchmarks turn
-    that off to measure task creation itself.
+    that off to measure task creation itself (in the engine's `EngineConfig` where there is one).
     """
     if "immediate_results" in inspect.signature(TasksProtocol).parameters:
         return TasksProtocol(engine, TOOLS, immediate_results=False)  # type: ignore[call-arg,unused-ignore]
@@ -225,6 +225,14 @@ def roomy_limits() -> dict[str, Any]:
     return {"limits": limits(max_active_per_owner=10**9, max_active=10**9)}
 
 
+def engine_options() -> dict[str, Any]:
+    """The roomy limits, and no immediate results: in an `EngineConfig` where there is one."""
+    config = getattr(mcptasks, "EngineConfig", None)
+    if config is None:
+        return roomy_limits()
+    return {"config": config(immediate_results=False, **roomy_limits())}
+
+
 def directory_bytes(path: str) -> int:
     return sum(entry.stat().st_size for entry in os.scandir(path))
 
@@ -237,7 +245,7 @@ async def running(kind: str, *, wrap: Callable[[TaskStore], TaskStore] | None = 
         store: TaskStore = SqliteTaskStore(db_path) if db_path is not None else MemoryTaskStore()
         if wrap is not None:
             store = wrap(store)  # a duck-typed TaskStore
-        engine = TaskEngine(store, **roomy_limits())
+        engine = TaskEngine(store, **engine_options())
         env = Env(engine, task_protocol(engine), TasksProtocol(engine, TOOLS), store, db_path)
         async with engine:
             yield env

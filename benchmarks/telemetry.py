@@ -37,7 +37,15 @@ K = 64
 
 def child(mode: str, creates: int, gets: int) -> dict[str, float]:
     """One measurement in this (fresh) interpreter."""
-    from mcptasks import EXTENSION_ID, MemoryTaskStore, Result, TaskEngine, TasksProtocol, task_tool
+    from mcptasks import (
+        EXTENSION_ID,
+        EngineConfig,
+        MemoryTaskStore,
+        Result,
+        TaskEngine,
+        TasksProtocol,
+        task_tool,
+    )
 
     meta: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
     tracer: Any = None
@@ -63,12 +71,12 @@ def child(mode: str, creates: int, gets: int) -> dict[str, float]:
         yield Result("ok")
 
     async def main() -> dict[str, float]:
-        engine = TaskEngine(MemoryTaskStore())
+        engine = TaskEngine(MemoryTaskStore(), config=EngineConfig(immediate_results=False))
         if mode in ("api-only", "sdk-on"):
             from mcptasks.telemetry import instrument
 
             instrument(engine)
-        proto = TasksProtocol(engine, [noop], immediate_results=False)
+        proto = TasksProtocol(engine, [noop])
 
         async def call(method: str, params: dict[str, Any]) -> Any:
             if tracer is None:

@@ -21,7 +21,16 @@ from pathlib import Path
 import anyio
 import uvicorn
 
-from mcptasks import Elicit, ProtocolError, Result, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
+from mcptasks import (
+    Elicit,
+    EngineConfig,
+    ProtocolError,
+    Result,
+    SqliteTaskStore,
+    TaskEngine,
+    TaskRecord,
+    task_tool,
+)
 from mcptasks.dashboard import dashboard_app
 
 CHROMIUM_FLAGS = (
@@ -120,7 +129,7 @@ async def main(out: Path, chromium: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         db = Path(scratch) / "tasks.db"
         await seed_history(db, time.time())
-        engine = TaskEngine(SqliteTaskStore(db), instance_id="replica-a")
+        engine = TaskEngine(SqliteTaskStore(db), config=EngineConfig(instance_id="replica-a"))
         async with engine:
             owners = ["alice", "bob"]
             for tool, arguments in [

@@ -53,6 +53,7 @@ _PUBLIC: dict[str, str] = {
     "BodyChannel": "mcptasks._authoring.context",
     "MAX_CHECKPOINT_BYTES": "mcptasks._authoring.context",
     # -- running, advanced -------------------------------------------------------------------
+    "EngineConfig": "mcptasks._runtime.config",
     "Limits": "mcptasks._runtime.limits",
     "TooManyTasks": "mcptasks._runtime.limits",
     "PollTooFast": "mcptasks.errors",
@@ -132,6 +133,7 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._authoring.yields import SampleResult as SampleResult
     from mcptasks._authoring.yields import Status as Status
     from mcptasks._authoring.yields import Unsupported as Unsupported
+    from mcptasks._runtime.config import EngineConfig as EngineConfig
     from mcptasks._runtime.driver import Outcome as Outcome
     from mcptasks._runtime.engine import TaskEngine as TaskEngine
     from mcptasks._runtime.feed import TaskFeed as TaskFeed

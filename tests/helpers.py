@@ -19,6 +19,7 @@ import anyio
 from mcptasks import (
     ANONYMOUS_OWNER,
     EXTENSION_ID,
+    EngineConfig,
     MemoryTaskStore,
     TaskEngine,
     TaskRecord,
@@ -89,6 +90,13 @@ class RecordingStore(MemoryTaskStore):
         return seen
 
 
+def split_config(options: dict[str, Any]) -> tuple[EngineConfig, dict[str, Any]]:
+    """The `EngineConfig` built from the options naming its fields, and the other options."""
+    names = {spec.name for spec in dataclasses.fields(EngineConfig)}
+    config = EngineConfig(**{k: v for k, v in options.items() if k in names})
+    return config, {k: v for k, v in options.items() if k not in names}
+
+
 @asynccontextmanager
 async def serve(
     *tools: TaskTool,
@@ -101,8 +109,9 @@ async def serve(
     `immediate_results` is off by default here, so an opted-in call always answers with a task
     whatever the scheduler did (the immediate-result shortcut has its own tests).
     """
-    engine = TaskEngine(store if store is not None else MemoryTaskStore(), **engine_options)
-    protocol = TasksProtocol(engine, tools, immediate_results=immediate_results)
+    config, rest = split_config({"immediate_results": immediate_results, **engine_options})
+    engine = TaskEngine(store if store is not None else MemoryTaskStore(), config=config, **rest)
+    protocol = TasksProtocol(engine, tools)
     async with engine:
         yield engine, protocol
 

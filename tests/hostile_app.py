@@ -18,7 +18,17 @@ import anyio
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 
-from mcptasks import Elicit, InputRequest, Inputs, Limits, Result, Status, TaskContext, TaskServer
+from mcptasks import (
+    Elicit,
+    EngineConfig,
+    InputRequest,
+    Inputs,
+    Limits,
+    Result,
+    Status,
+    TaskContext,
+    TaskServer,
+)
 
 LIMITS = Limits(
     max_result_bytes=100_000,
@@ -29,7 +39,7 @@ LIMITS = Limits(
     max_active_per_owner=200,
 )
 
-app = TaskServer("mcptasks-hostile", limits=LIMITS, immediate_results=False)
+app = TaskServer("mcptasks-hostile", config=EngineConfig(limits=LIMITS, immediate_results=False))
 
 
 @app.tool()

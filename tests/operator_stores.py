@@ -18,7 +18,7 @@ import anyio
 import pytest
 from helpers import wait_for_status
 
-from mcptasks import Elicit, ProtocolError, Result, TaskEngine, task_tool
+from mcptasks import Elicit, EngineConfig, ProtocolError, Result, TaskEngine, task_tool
 from mcptasks.stores.url import store_from_url
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -88,7 +88,7 @@ class Workload:
 @asynccontextmanager
 async def workload(url: str, owner: str = "alice@example.com") -> AsyncIterator[Workload]:
     """A running engine on `url` with a working, an input_required, a failed and a completed task."""
-    engine = TaskEngine(store_from_url(url), input_poll_interval=0.5)
+    engine = TaskEngine(store_from_url(url), config=EngineConfig(input_poll_interval=0.5))
     load = Workload(engine)
 
     @task_tool(poll_interval=1)

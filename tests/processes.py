@@ -3,6 +3,7 @@ accepts connections, and always stop it (SIGTERM, then SIGKILL)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -16,13 +17,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from mcptasks import EngineConfig
+
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 60.0
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
     """This process's environment without mcptasks settings that would leak into a child."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MCPTASKS_STORE", "MCPTASKS_LEDGER")}
+    settings = {"MCPTASKS_" + spec.name.upper() for spec in dataclasses.fields(EngineConfig)}
+    leaking = {"MCPTASKS_STORE", "MCPTASKS_LEDGER", *settings}
+    env = {k: v for k, v in os.environ.items() if k not in leaking}
     env.update(overrides)
     return env
 

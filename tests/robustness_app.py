@@ -1,9 +1,9 @@
 """The server `tests/stores/test_heartbeats.py` runs as two real processes sharing one SQLite file, and
 `tests/stores/test_store_outages.py` runs on a private Redis or PostgreSQL that it kills.
 
-`MCPTASKS_WEDGE_LIMIT` sets the engine's `wedge_limit`; `MCPTASKS_LOOP_HEARTBEATS=1` turns the
-heartbeat thread off (renewals on the event loop, as before), for the control run;
-`MCPTASKS_INPUT_POLL` sets how often a body waiting for input re-reads its task.
+The tests configure it through the environment (`EngineConfig.from_env`): `MCPTASKS_WEDGE_LIMIT`,
+`MCPTASKS_HEARTBEAT_THREAD=false` (renewals on the event loop, for the control run) and
+`MCPTASKS_INPUT_POLL_INTERVAL` (how often a body waiting for input re-reads its task).
 """
 
 from __future__ import annotations
@@ -15,14 +15,7 @@ import anyio
 
 from mcptasks import Elicit, Result, TaskServer
 
-app = TaskServer("mcptasks-robustness")
-engine = app.extension.engine
-if os.environ.get("MCPTASKS_WEDGE_LIMIT"):
-    engine.wedge_limit = float(os.environ["MCPTASKS_WEDGE_LIMIT"])
-if os.environ.get("MCPTASKS_INPUT_POLL"):
-    engine.input_poll_interval = float(os.environ["MCPTASKS_INPUT_POLL"])
-if os.environ.get("MCPTASKS_LOOP_HEARTBEATS") == "1":
-    engine.heartbeat_thread = False
+app = TaskServer("mcptasks-robustness")  # no config: the environment's
 
 
 @app.task_tool(poll_interval=0.1)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import uvicorn
+from helpers import split_config
 from mcp import Client, MCPError
 from mcp.client import advertise
 from mcp.client.context import ClientRequestContext
@@ -157,7 +158,8 @@ class HostApp:
         self._gates: dict[str, anyio.Event] = {}
         self._stopped: dict[str, anyio.Event] = {}
         server_options.setdefault("immediate_results", False)
-        self.app = app = TaskServer(name, **server_options)
+        config, rest = split_config(server_options)
+        self.app = app = TaskServer(name, config=config, **rest)
         self.mcp = app.mcp
 
         @app.tool()

@@ -39,7 +39,7 @@ class StaticTokens:
 # --8<-- [start:server]
 app = TaskServer(
     "private-reports",
-    # Everything but TaskServer's own options goes to the SDK's MCPServer:
+    # Everything but store, config and lifespan goes to the SDK's MCPServer:
     token_verifier=StaticTokens(),
     auth=AuthSettings(
         issuer_url="https://auth.example.com",

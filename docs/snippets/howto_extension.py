@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcptasks import TaskContext, TasksExtension
+from mcptasks import EngineConfig, TaskContext, TasksExtension
 
 # --8<-- [end:head]
 
 
 # --8<-- [start:server]
-tasks = TasksExtension(store="memory://", poll_limit="delay")
+tasks = TasksExtension(store="memory://", config=EngineConfig(poll_limit="delay"))
 
 
 @asynccontextmanager
@@ -27,7 +27,6 @@ async def app_lifespan(server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
 
 
 server = MCPServer("inventory", extensions=[tasks], lifespan=tasks.lifespan(app_lifespan))
-tasks.attach(server)  # lists the task tools in tools/list (now and when added later)
 
 
 @server.tool()

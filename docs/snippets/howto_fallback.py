@@ -7,15 +7,14 @@ Run it:  mcptasks serve docs/snippets/howto_fallback.py --transport http --port 
 import anyio
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Result, TaskServer
+from mcptasks import Elicit, EngineConfig, Result, TaskServer
 
 # --8<-- [end:head]
 
 
 # --8<-- [start:server]
-app = TaskServer(
-    "exports", fallback="tools"
-)  # every task tool; or per tool: @app.task_tool(fallback="tools")
+# every task tool; or per tool: @app.task_tool(fallback="tools")
+app = TaskServer("exports", config=EngineConfig(fallback="tools"))
 
 
 class Confirm(BaseModel):

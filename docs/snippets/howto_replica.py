@@ -19,7 +19,8 @@ from mcptasks import Elicit, Result, TaskServer
 # --8<-- [start:server]
 app = TaskServer(
     "deployer",  # the same name on every replica: the SDK binds requestState to it
-    # mcptasks signs its part of requestState with MCPTASKS_SECRET (read from the environment).
+    # No config: EngineConfig.from_env(), so mcptasks signs its part of requestState with
+    # MCPTASKS_SECRET.
     # The SDK seals the whole requestState too; by default under a per-process key, so give
     # every replica the same key, or a retried call that lands on another replica is refused.
     request_state_security=RequestStateSecurity(keys=[os.environ["MCP_REQUEST_STATE_KEY"]]),

@@ -7,18 +7,20 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from mcptasks import Elicit, Limits, Result, TaskContext, TaskServer
+from mcptasks import Elicit, EngineConfig, Limits, Result, TaskContext, TaskServer
 
 # --8<-- [end:head]
 
 # --8<-- [start:limits]
 app = TaskServer(
     "media",
-    limits=Limits(
-        max_active_per_owner=20,  # a 21st running task of one client: error -32000, retryAfterMs
-        max_result_bytes=1_000_000,  # a bigger result fails the task, saying so
-        threads=8,  # worker threads shared by all `def` bodies
-        blocking_threshold=0.5,  # warn when an `async def` body holds the loop longer
+    config=EngineConfig(
+        limits=Limits(
+            max_active_per_owner=20,  # a 21st running task of one client: error -32000, retryAfterMs
+            max_result_bytes=1_000_000,  # a bigger result fails the task, saying so
+            threads=8,  # worker threads shared by all `def` bodies
+            blocking_threshold=0.5,  # warn when an `async def` body holds the loop longer
+        )
     ),
 )
 # --8<-- [end:limits]

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack, nullcontext
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -22,6 +22,8 @@ from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.results import error_result
 from mcptasks._authoring.tool import TaskTool
+from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.config import PollLimit as PollLimit
 from mcptasks._runtime.driver import (
     STOPPED,
     InlineChannel,
@@ -40,7 +42,6 @@ from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
-from mcptasks._runtime.polling import PollLimit as PollLimit
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
@@ -56,6 +57,8 @@ IMMEDIATE_TURNS = 6
 
 IMMEDIATE_WRITE_WAIT = 5.0
 """How long (seconds) an immediate result waits for the store to record the body's end."""
+
+T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
 
@@ -90,6 +93,23 @@ class Unsettled(NamedTuple):
     outcome: Outcome
 
 
+class _Setting(Generic[T]):
+    """A read-only engine attribute mirroring the `EngineConfig` field of the same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, engine: TaskEngine, owner: type | None = None) -> T:
+        value: T = getattr(engine.config, self.name)
+        return value
+
+    def __set__(self, engine: TaskEngine, value: T) -> None:
+        raise AttributeError(
+            f"TaskEngine.{self.name} is read-only: pass EngineConfig({self.name}=...) as config "
+            "(or TaskEngine.configure before the engine starts)"
+        )
+
+
 class TaskEngine:
     """Runs task bodies and applies task transitions over a `TaskStore`.
 
@@ -101,81 +121,37 @@ class TaskEngine:
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
       `postgresql://...`).
-    - `run_tasks`: False makes a serving-only replica: tasks are created queued and dedicated
-      workers (`mcptasks worker`) claim and run them. A body that already gathered input on the
-      creating call still runs here.
-    - `lease_ttl`: how long (seconds) an instance counts as alive after its last heartbeat; the
-      tasks of an instance silent for longer are failed ("worker lost") or, for tools with
-      `retry_on_crash`, re-run elsewhere. Heartbeats go out every third of it.
-    - `max_concurrent`: the most claimed tasks this instance runs at once (None: no bound).
-    - `poll_limit`: what a `tasks/get` arriving sooner than `poll_tolerance` x `pollIntervalMs`
-      after the previous one for the same task gets: `"off"` (served), `"delay"` (served after a
-      wait) or `"reject"` (error -32000 with `data.retryAfterMs`).
-    - `adaptive_poll_max`: when set (seconds), the advertised `pollIntervalMs` grows with the task's
-      age (a tenth of it) from the tool's interval up to this bound.
-    - `limits`: a `Limits` (active tasks, result size, status length and rate, worker threads,
-      the blocked-loop watchdog, the grace given to bodies that ignore cancellation).
-    - `heartbeat_thread`: renew the lease from a thread of its own (stores with `twin()`: SQLite
-      files, Redis, PostgreSQL), so a body blocking the event loop does not make peers fail this
-      live instance's tasks; `wedge_limit` (seconds, default 300) bounds how long a blocked loop
-      keeps the lease alive: after it, peers take the tasks over as from a lost worker.
-    - `store_retry`: how long a running task's store calls (waiting for input, checkpoints, its
-      end) are retried while the store is unreachable (`StoreRetry`, default 60 s with backoff).
-    - `announce_changes`: publish every write of a record on the store's change feed (prefixed
-      with `CHANGED_PREFIX`) so `notifications/tasks` listen streams on any instance see it.
+    - `config`: an `EngineConfig` (leases, intervals, poll limiting, `Limits`, `StoreRetry`,
+      heartbeats, ...); the engine's settings are read-only attributes mirroring its fields.
+    - `tools`: task tools to run when claimed from the queue or re-run after a crash.
     """
+
+    run_tasks = _Setting[bool]()
+    lease_ttl = _Setting[float]()
+    max_concurrent = _Setting["int | None"]()
+    claim_interval = _Setting[float]()
+    sweep_interval = _Setting[float]()
+    input_poll_interval = _Setting[float]()
+    poll_limit = _Setting[PollLimit]()
+    poll_tolerance = _Setting[float]()
+    recover_orphans = _Setting[bool]()
+    limits = _Setting[Limits]()
+    store_retry = _Setting[StoreRetry]()
+    heartbeat_thread = _Setting[bool]()
+    wedge_limit = _Setting[float]()
 
     def __init__(
         self,
         store: TaskStore | str = "memory://",
         *,
+        config: EngineConfig | None = None,
         tools: Iterable[TaskTool] = (),
-        instance_id: str | None = None,
-        run_tasks: bool = True,
-        lease_ttl: float = 15.0,
-        max_concurrent: int | None = None,
-        claim_interval: float = 1.0,
-        sweep_interval: float = 30.0,
-        input_poll_interval: float = 5.0,
-        poll_limit: PollLimit = "off",
-        poll_tolerance: float = 0.5,
-        adaptive_poll_max: float | None = None,
-        recover_orphans: bool = True,
-        limits: Limits | None = None,
-        store_retry: StoreRetry | None = None,
-        heartbeat_thread: bool = True,
-        wedge_limit: float = 300.0,
-        announce_changes: bool = True,
     ) -> None:
-        if poll_limit not in ("off", "delay", "reject"):
-            raise ValueError(f"poll_limit must be 'off', 'delay' or 'reject', got {poll_limit!r}")
-        if not 0 < poll_tolerance <= 1:
-            raise ValueError("poll_tolerance must be in (0, 1]")
-        if lease_ttl <= 0:
-            raise ValueError("lease_ttl must be positive")
-        if not wedge_limit >= 5.0:
-            raise ValueError("wedge_limit must be at least 5 seconds")
-        if max_concurrent is not None and max_concurrent < 1:
-            raise ValueError("max_concurrent must be a positive integer or None")
         self.store: TaskStore = store_from_url(store) if isinstance(store, str) else store
-        self.instance_id = instance_id or new_instance_id()
-        self.run_tasks = run_tasks
-        self.lease_ttl = lease_ttl
-        self.max_concurrent = max_concurrent
-        self.claim_interval = claim_interval
-        self.sweep_interval = sweep_interval
-        self.input_poll_interval = input_poll_interval
-        self.poll_limit: PollLimit = poll_limit
-        self.poll_tolerance = poll_tolerance
-        self.adaptive_poll_max_ms = None if adaptive_poll_max is None else int(adaptive_poll_max * 1000)
-        self.recover_orphans = recover_orphans
-        self.limits = limits if limits is not None else Limits()
-        self.store_retry = store_retry if store_retry is not None else StoreRetry()
-        self.heartbeat_thread = heartbeat_thread
-        self.wedge_limit = wedge_limit
+        self.config = config if config is not None else EngineConfig()
+        self.instance_id = self.config.instance_id or new_instance_id()
         self._unsettled: dict[str, Unsettled] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
-        self.announce_changes = announce_changes
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -201,6 +177,20 @@ class TaskEngine:
     def outage_errors(self) -> tuple[type[BaseException], ...]:
         """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
         return outage_errors(self.store)
+
+    def configure(self, config: EngineConfig) -> None:
+        """Replace the configuration before the engine starts (what `mcptasks serve` does)."""
+        if self.running:
+            raise RuntimeError("cannot reconfigure a running engine")
+        self.config = config
+        if config.instance_id is not None:
+            self.instance_id = config.instance_id
+
+    def use_store(self, store: TaskStore) -> None:
+        """Replace the store before the engine starts."""
+        if self.running:
+            raise RuntimeError("cannot change the store of a running engine")
+        self.store = store
 
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
@@ -848,7 +838,7 @@ class TaskEngine:
             if await self.store.replace(updated, expected_version=record.version):
                 if self.observer is not None:
                     self.observer.changed(record, updated)
-                if self.announce_changes:
+                if self.config.push:
                     await self._announce(task_id)
                 return updated
             record = None
@@ -886,7 +876,8 @@ class TaskEngine:
 
     def poll_interval_ms(self, record: TaskRecord) -> int:
         """The `pollIntervalMs` to advertise for `record` now (adaptive when configured)."""
-        return advertised_interval_ms(record, self.adaptive_poll_max_ms)
+        limit = self.config.adaptive_poll_max
+        return advertised_interval_ms(record, None if limit is None else int(limit * 1000))
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
         """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op."""

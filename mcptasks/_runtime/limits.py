@@ -25,7 +25,7 @@ _COUNTS = frozenset(
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on what tasks may use; pass one as `TaskEngine(limits=...)` (or to `TaskServer`).
+    """Bounds on what tasks may use; pass one as `EngineConfig(limits=...)`.
 
     - `max_active_per_owner` / `max_active`: running tasks one owner / this server may have at
       once (None: unbounded). A create over either gets error -32000 with `data.retryAfterMs`

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
@@ -184,6 +185,6 @@ async def cancel_task(
     record = await store.get(task_id)
     if record is None:
         return None
-    engine = TaskEngine(store, recover_orphans=False)
+    engine = TaskEngine(store, config=EngineConfig(recover_orphans=False))
     await engine.cancel(task_id, owner=record.owner, reason=reason)
     return await store.get(task_id)

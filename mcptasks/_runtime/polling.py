@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Literal
 
 import anyio
 
+from mcptasks._runtime.config import PollLimit
 from mcptasks.errors import PollTooFast
 from mcptasks.stores.base import TaskRecord
-
-PollLimit = Literal["off", "delay", "reject"]
-"""What a `tasks/get` arriving too soon after the previous one gets: served, served late, refused."""
 
 FORGET_AFTER = 600.0
 """Seconds after which the last poll of a task is forgotten (`PollMarks.forget_stale`)."""

@@ -25,8 +25,9 @@ from mcptasks._authoring.capabilities import (
 )
 from mcptasks._authoring.context import TaskContext
 from mcptasks._authoring.results import error_result
-from mcptasks._authoring.tool import FALLBACK_MODES, FallbackMode, InvalidArguments, TaskTool
+from mcptasks._authoring.tool import FallbackMode, InvalidArguments, TaskTool
 from mcptasks._authoring.yields import InputRequest
+from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import (
     InlineChannel,
     Outcome,
@@ -240,34 +241,37 @@ def _inline_result(outcome: Outcome) -> dict[str, Any]:
 class TasksProtocol:
     """Serves the extension for a set of task tools on top of a `TaskEngine`.
 
-    `fallback` is the server-wide fallback mode (see `mcptasks._runtime.fallback`). With
-    `immediate_results` (default), a task whose body returns at once (see `TaskEngine.settled`)
-    is answered with its `CallToolResult`, which the extension allows;
-    the task record exists all the same. `parked_limit` / `parked_seconds` bound the inline calls
-    kept suspended at a question between rounds (see `mcptasks._runtime.parking`).
+    Its settings come from the engine's `EngineConfig`: `fallback` is the server-wide fallback
+    mode (see `mcptasks._runtime.fallback`). With `immediate_results` (default), a task whose body
+    returns at once (see `TaskEngine.settled`) is answered with its `CallToolResult`, which the
+    extension allows; the task record exists all the same. `parked_limit` / `parked_seconds` bound
+    the inline calls kept suspended at a question between rounds (see `mcptasks._runtime.parking`);
+    `secret` signs `requestState`.
     """
 
-    def __init__(
-        self,
-        engine: TaskEngine,
-        tools: Iterable[TaskTool] = (),
-        *,
-        codec: RequestStateCodec | None = None,
-        fallback: FallbackMode = "inline",
-        immediate_results: bool = True,
-        parked_limit: int = 1000,
-        parked_seconds: float = 600.0,
-    ) -> None:
-        if fallback not in FALLBACK_MODES:
-            raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)}, got {fallback!r}")
+    def __init__(self, engine: TaskEngine, tools: Iterable[TaskTool] = ()) -> None:
         self.engine = engine
-        self.codec = codec if codec is not None else RequestStateCodec()
-        self.fallback: FallbackMode = fallback
-        self.immediate_results = immediate_results
-        self.parked = ParkedCalls(limit=parked_limit, seconds=parked_seconds)
+        self.codec = RequestStateCodec(engine.config.secret)
+        self.parked = ParkedCalls(limit=engine.config.parked_limit, seconds=engine.config.parked_seconds)
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
+
+    def configure(self, config: EngineConfig) -> None:
+        """Reconfigure the engine and this protocol before the server starts."""
+        self.engine.configure(config)
+        self.codec = RequestStateCodec(config.secret)
+        self.parked = ParkedCalls(limit=config.parked_limit, seconds=config.parked_seconds)
+
+    @property
+    def fallback(self) -> FallbackMode:
+        """The server-wide fallback mode."""
+        return self.engine.config.fallback
+
+    @property
+    def immediate_results(self) -> bool:
+        """Whether a body that finished without suspending is answered with its result."""
+        return self.engine.config.immediate_results
 
     def add_tool(self, tool: TaskTool) -> None:
         """Register a task tool; names must be unique."""

@@ -2,7 +2,7 @@
 
 The state travels through the client, so it is signed with HMAC-SHA256: a tampered, expired or
 foreign state is rejected with -32602 instead of being trusted. Replicas that must accept each
-other's states share the secret (`MCPTASKS_SECRET`).
+other's states share the secret (`EngineConfig.secret`, from `MCPTASKS_SECRET`).
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import time
 from typing import Any
 
 from mcptasks.errors import ProtocolError
 from mcptasks.wire import INVALID_PARAMS
-
-SECRET_ENV = "MCPTASKS_SECRET"
 
 
 def _b64(data: bytes) -> str:
@@ -37,11 +34,11 @@ def arguments_digest(tool: str, arguments: Any) -> str:
 
 
 class RequestStateCodec:
-    """Signs and verifies request states. `secret` defaults to `MCPTASKS_SECRET` or a random key."""
+    """Signs and verifies request states. `secret` defaults to a random key (per process)."""
 
     def __init__(self, secret: str | bytes | None = None, *, max_age: float = 900.0) -> None:
         if secret is None:
-            secret = os.environ.get(SECRET_ENV) or secrets.token_bytes(32)
+            secret = secrets.token_bytes(32)
         self._key = secret.encode() if isinstance(secret, str) else secret
         self.max_age = max_age
 

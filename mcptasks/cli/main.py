@@ -121,6 +121,21 @@ def _exit_when_stuck(stuck: list[str]) -> None:
     os._exit(1)
 
 
+def _configure(extension: Any, *, run_tasks: bool | None = None, **flags: Any) -> None:
+    """Apply the `MCPTASKS_*` environment, then the flags, to the extension's configuration."""
+    from dataclasses import replace
+
+    from mcptasks._runtime.config import EngineConfig, apply_flags
+
+    try:
+        config = apply_flags(EngineConfig.from_env(extension.config), **flags)
+        if run_tasks is not None:
+            config = replace(config, run_tasks=run_tasks)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    extension.configure(config)
+
+
 def _extension_of(server: Any) -> Any:
     """The `TasksExtension` of a TaskServer or MCPServer (None when an MCPServer has none)."""
     from mcptasks.server.app import TaskServer
@@ -138,7 +153,7 @@ def _extension(server: Any, target: str) -> Any:
         raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
     extension = _extension_of(server)
     if extension is None:
-        raise CliError(f"{target!r} has no TasksExtension attached (call ext.attach(server))")
+        raise CliError(f"{target!r} has no TasksExtension (pass lifespan=ext.lifespan() to MCPServer)")
     return extension
 
 
@@ -154,13 +169,16 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
         startup.store = describe_store(extension.engine.store)
         startup.runs_tasks = extension.engine.run_tasks
         startup.fallback = extension.protocol.fallback
-    for listed in anyio.run(mcp.list_tools):
-        tool = task_tools.get(listed.name)
+    listed = [tool.name for tool in anyio.run(mcp.list_tools)]
+    if extension is not None:  # task tools are listed by the extension's middleware, not the SDK
+        listed += [definition["name"] for definition in extension.tool_definitions()]
+    for name in dict.fromkeys(listed):
+        tool = task_tools.get(name)
         if tool is None:
-            startup.tools.append(ToolLine(listed.name))
+            startup.tools.append(ToolLine(name))
         else:
             own = tool.fallback if tool.fallback not in (None, startup.fallback) else None
-            startup.tools.append(ToolLine(listed.name, tool.task_support, own))
+            startup.tools.append(ToolLine(name, tool.task_support, own))
     return startup
 
 
@@ -210,16 +228,14 @@ def serve(
         raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
     store_object = _store(store)
     if store_object is not None or enqueue_only or lease_ttl is not None:
-        extension = _extension(server, target)
+        _extension(server, target)  # the flags need one
+    extension = _extension_of(server)
+    if extension is not None:
+        _configure(extension, enqueue_only=enqueue_only, lease_ttl=lease_ttl)
         if store_object is not None:
             extension.use_store(store_object)
-        if enqueue_only:
-            extension.engine.run_tasks = False
-        if lease_ttl is not None:
-            extension.engine.lease_ttl = lease_ttl
-    extension = _extension_of(server)
-    if store_object is None and extension is not None:  # the store the file configured
-        _check_store(extension.engine.store, describe_store(extension.engine.store))
+        else:  # the store the file configured
+            _check_store(extension.engine.store, describe_store(extension.engine.store))
     if transport == "http":
         _check_port(host, port)
     if extension is not None:
@@ -274,12 +290,9 @@ def work(
             "a worker needs a store shared between processes (redis://, postgresql://, sqlite:///)"
         )
     extension.use_store(store_object)
+    _configure(extension, lease_ttl=lease_ttl, concurrency=concurrency, run_tasks=True)
     engine = extension.engine
-    engine.run_tasks = True
     engine.on_stuck_shutdown = _exit_when_stuck
-    engine.max_concurrent = concurrency
-    if lease_ttl is not None:
-        engine.lease_ttl = lease_ttl
     configure_logging(log_level, log_format)
 
     async def run() -> None:
@@ -359,8 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mcptasks` and `python -m mcptasks`."""
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "lease_ttl", None) is not None and not args.lease_ttl > 0:
-            raise CliError("--lease-ttl must be a positive number of seconds")
         if args.command == "serve":
             if not 0 < args.port < 65536:
                 raise CliError(f"--port must be between 1 and 65535, got {args.port}")
@@ -377,8 +388,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_format=args.log_format,
             )
         elif args.command == "worker":
-            if args.concurrency is not None and args.concurrency < 1:
-                raise CliError("--concurrency must be a positive integer")
             work(
                 args.target,
                 store=args.store,

@@ -10,9 +10,8 @@ from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from typing_extensions import Unpack
 
-from mcptasks._authoring.tool import FallbackMode, TaskTool, TaskToolOptions
-from mcptasks._runtime.engine import PollLimit
-from mcptasks._runtime.limits import Limits
+from mcptasks._authoring.tool import TaskTool, TaskToolOptions
+from mcptasks._runtime.config import EngineConfig
 from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
@@ -34,9 +33,9 @@ class TaskServer:
         app.run()                      # stdio; app.run("http", port=8000) for Streamable HTTP
 
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
-    with `@app.tool`. `store`, `secret`, `poll_limit`, `adaptive_poll_max`, `fallback`,
-    `immediate_results`, `limits`, `push` and `keepalive` configure the tasks side (see `TasksExtension`); other keyword arguments go
-    to `MCPServer` (auth, instructions, ...).
+    with `@app.tool`. `store` is the task store; `config` an `EngineConfig` (default:
+    `EngineConfig.from_env()`) configures the tasks side; other keyword arguments go to
+    `MCPServer` (auth, instructions, ...).
     """
 
     def __init__(
@@ -44,33 +43,25 @@ class TaskServer:
         name: str,
         *,
         store: TaskStore | str = "memory://",
+        config: EngineConfig | None = None,
         lifespan: Lifespan | None = None,
-        secret: str | bytes | None = None,
-        poll_limit: PollLimit = "off",
-        adaptive_poll_max: float | None = None,
-        fallback: FallbackMode = "inline",
-        immediate_results: bool = True,
-        limits: Limits | None = None,
-        push: bool = True,
-        keepalive: float | None = None,
         **mcp_options: Any,
     ) -> None:
-        self.extension = TasksExtension(
-            store,
-            limits=limits,
-            secret=secret,
-            poll_limit=poll_limit,
-            adaptive_poll_max=adaptive_poll_max,
-            fallback=fallback,
-            immediate_results=immediate_results,
-            push=push,
-            keepalive=keepalive,
-        )
+        self.extension = TasksExtension(store, config=config)
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(
             name, extensions=extensions, lifespan=self.extension.lifespan(lifespan), **mcp_options
         )
-        self.extension.attach(self.mcp)
+        self.extension.install(self.mcp)
+
+    @property
+    def config(self) -> EngineConfig:
+        """The configuration of the tasks side."""
+        return self.extension.config
+
+    def configure(self, config: EngineConfig) -> None:
+        """Replace the configuration before the server starts (see `TasksExtension.configure`)."""
+        self.extension.configure(config)
 
     @property
     def name(self) -> str:

@@ -8,11 +8,11 @@
         yield Result("ok")
 
     server = MCPServer("ci", extensions=[ext], lifespan=ext.lifespan())
-    ext.attach(server)        # lists the task tools in tools/list, serves task listen streams
 
 The extension advertises `io.modelcontextprotocol/tasks` in `server/discover`, serves
 `tasks/get|update|cancel` on 2026-07-28 connections, and intercepts `tools/call` for its task
-tools. Task bodies run on the engine's task group, which `lifespan()` starts and stops.
+tools. `lifespan()` lists the task tools in `tools/list` and serves task listen streams (see
+`install`), and runs the engine's task group, on which task bodies run.
 """
 
 from __future__ import annotations
@@ -30,20 +30,18 @@ from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import func_metadata
-from mcp_types import CallToolRequestParams, CallToolResult, RequestParams, ToolAnnotations
+from mcp_types import CallToolRequestParams, CallToolResult, RequestParams
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import Unpack
 
-from mcptasks._authoring.tool import FallbackMode, TaskTool, TaskToolOptions, task_tool
-from mcptasks._runtime.engine import PollLimit, TaskEngine
-from mcptasks._runtime.limits import Limits
+from mcptasks._authoring.tool import TaskTool, TaskToolOptions, task_tool
+from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks._runtime.push import TaskPush
-from mcptasks._runtime.request_state import RequestStateCodec
 from mcptasks.errors import ProtocolError
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
+from mcptasks.server.listing import TaskToolListing
 from mcptasks.stores.base import TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
@@ -57,15 +55,6 @@ class _AnyParams(RequestParams):
     """Accept any params so the protocol layer can name the offending field itself."""
 
     model_config = ConfigDict(extra="allow")
-
-
-async def _never_called(**kwargs: Any) -> Any:
-    raise RuntimeError("task tool calls are answered by TasksExtension.intercept_tool_call")
-
-
-# Unstructured on purpose: without it, Python 3.10 resolves the postponed `Any` return annotation
-# differently and the SDK publishes an output schema that no task tool's result matches.
-_UNUSED_METADATA = func_metadata(_never_called, structured_output=False)
 
 
 def current_owner() -> str:
@@ -95,15 +84,11 @@ def _mcp_error(exc: ProtocolError) -> MCPError:
 class TasksExtension(Extension):
     """Serve task tools over the official SDK's `MCPServer` (`io.modelcontextprotocol/tasks`).
 
-    `store` is a `TaskStore` or URL; engine options (`poll_limit`, `adaptive_poll_max`, `limits`)
-    are passed to `TaskEngine`. `fallback` chooses what task tools do for requests without the
-    extension: `"inline"` (default), `"tools"` (start the task, list `task_status` /
-    `task_answer` / `task_cancel`; see `mcptasks._runtime.fallback`) or `"reject"` (-32021).
-    `immediate_results`: a task whose body finishes without suspending is answered with its result
-    at once instead of a task handle (the extension allows either). `secret` signs MRTR `requestState` (set it, or `MCPTASKS_SECRET`, when
-    several replicas serve one URL). `push` (default True) serves `subscriptions/listen` with
-    `notifications.taskIds` (`notifications/tasks` pushes, across replicas through the store);
-    `keepalive` sets the seconds between SSE keep-alive comments (process-wide, see
+    `store` is a `TaskStore` or URL; `config` an `EngineConfig` (default: `EngineConfig.from_env()`,
+    the defaults with the `MCPTASKS_*` environment variables applied). It covers the engine
+    (leases, intervals, `Limits`, ...), the fallback mode for requests without the extension,
+    `immediate_results`, the `secret` that signs MRTR `requestState`, `push` (serve
+    `subscriptions/listen` with `notifications.taskIds`) and `keepalive` (process-wide, see
     `mcptasks.server.listen.set_sse_keepalive`).
     """
 
@@ -113,38 +98,41 @@ class TasksExtension(Extension):
         self,
         store: TaskStore | str = "memory://",
         *,
+        config: EngineConfig | None = None,
         tools: Sequence[TaskTool] = (),
-        secret: str | bytes | None = None,
-        poll_limit: PollLimit = "off",
-        adaptive_poll_max: float | None = None,
-        fallback: FallbackMode = "inline",
-        immediate_results: bool = True,
-        engine: TaskEngine | None = None,
-        limits: Limits | None = None,
-        push: bool = True,
-        keepalive: float | None = None,
     ) -> None:
-        self.engine = (
-            engine
-            if engine is not None
-            else TaskEngine(store, poll_limit=poll_limit, adaptive_poll_max=adaptive_poll_max, limits=limits)
-        )
-        self.engine.announce_changes = push
-        self.push: TaskPush | None = TaskPush(self.engine) if push else None
+        config = config if config is not None else EngineConfig.from_env()
+        self.engine = TaskEngine(store, config=config)
+        self.protocol = TasksProtocol(self.engine)
+        self.push: TaskPush | None = None
         """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
-        if keepalive is not None:
-            set_sse_keepalive(keepalive)
-        self.protocol = TasksProtocol(
-            self.engine,
-            codec=RequestStateCodec(secret),
-            fallback=fallback,
-            immediate_results=immediate_results,
-        )
+        self._listen: TaskListenMiddleware | None = None
+        self._apply(config)
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         self._lifespan_guests = 0
         self._guests_left = anyio.Event()
         for tool in tools:
             self.add_tool(tool)
+
+    @property
+    def config(self) -> EngineConfig:
+        """The configuration in force."""
+        return self.engine.config
+
+    def configure(self, config: EngineConfig) -> None:
+        """Replace the configuration before the server starts (what `mcptasks serve` does with
+        its environment and flags)."""
+        self.protocol.configure(config)
+        self._apply(config)
+
+    def _apply(self, config: EngineConfig) -> None:
+        if config.push and self.push is None:
+            self.push = TaskPush(self.engine)
+            self._listen = TaskListenMiddleware(self.push, current_owner)
+        elif not config.push:
+            self.push = self._listen = None
+        if config.keepalive is not None:
+            set_sse_keepalive(config.keepalive)
 
     # -- registering tools ---------------------------------------------------------------------
 
@@ -154,17 +142,14 @@ class TasksExtension(Extension):
         return self.protocol.tools
 
     def add_tool(self, tool: TaskTool) -> TaskTool:
-        """Register a decorated task tool (and list it on every attached server)."""
+        """Register a decorated task tool (listed at once on every server it is installed on)."""
         self.protocol.add_tool(tool)
-        for server in self._servers:
-            self._list_tools(server)
         return tool
 
-    def _list_tools(self, server: MCPServer[Any]) -> None:
-        for tool in self.protocol.tools.values():
-            _register(server, tool.definition())
-        for definition in self.protocol.fallback_tool_definitions():
-            _register(server, definition)
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """What `tools/list` shows for this extension: its task tools, then the fallback tools."""
+        tools = [tool.definition() for tool in self.protocol.tools.values()]
+        return [*tools, *self.protocol.fallback_tool_definitions()]
 
     @overload
     def task_tool(self, fn: Callable[..., Any]) -> TaskTool: ...
@@ -184,61 +169,67 @@ class TasksExtension(Extension):
 
         return decorate(fn) if fn is not None else decorate
 
-    def attach(self, server: MCPServer[Any]) -> None:
-        """List this extension's task tools on `server` (now and when added later), and serve
-        `subscriptions/listen` for task ids there (a middleware on `server.middleware`)."""
-        if server not in self._servers:
-            self._servers.add(server)
-            _EXTENSIONS_BY_SERVER[server] = self
-            if self.push is not None:
-                server.middleware.append(TaskListenMiddleware(self.push, current_owner))
-        self._list_tools(server)
+    def install(self, server: MCPServer[Any]) -> None:
+        """List this extension's task tools in `server`'s `tools/list` and serve
+        `subscriptions/listen` for task ids there (middleware on `server.middleware`).
+
+        `lifespan()` does this when the server starts, so it is rarely needed by hand; calling it
+        again does nothing."""
+        if server in self._servers:
+            return
+        self._servers.add(server)
+        _EXTENSIONS_BY_SERVER[server] = self
+        server.middleware.append(TaskToolListing(self.tool_definitions))
+        server.middleware.append(self._listen_streams)
+
+    async def _listen_streams(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Task listen streams, while `push` is on (see `mcptasks.server.listen`)."""
+        if self._listen is None:
+            return await call_next(ctx)
+        return await self._listen(ctx, call_next)
 
     def use_store(self, store: TaskStore | str) -> None:
         """Replace the store before the server starts (what `mcptasks serve --store` does)."""
         if self.engine.running:
             raise RuntimeError("cannot change the store of a running server")
-        self.engine.store = store_from_url(store) if isinstance(store, str) else store
+        self.engine.use_store(store_from_url(store) if isinstance(store, str) else store)
 
     def lifespan(self, user: Lifespan | None = None) -> Lifespan:
-        """A lifespan for `MCPServer(lifespan=...)` that runs the engine around `user`'s lifespan.
+        """The lifespan for `MCPServer(extensions=[ext], lifespan=ext.lifespan(yours))`: it
+        installs the extension on the server (`install`) and runs the engine around `user`'s
+        lifespan, whose state your ordinary tools see as before.
 
         The SDK may enter a server's lifespan more than once at a time (one per in-process
         client): the first entry starts the engine, later ones share it, and the first one's exit
         waits until the others have left before stopping it.
         """
+        return EngineLifespan(self, user)
 
-        @asynccontextmanager
-        async def with_user(server: MCPServer[Any]) -> AsyncIterator[Any]:
-            if user is None:
-                yield {}
-            else:
-                async with user(server) as state:
+    @asynccontextmanager
+    async def run_around(self, server: MCPServer[Any], user: Lifespan | None) -> AsyncIterator[Any]:
+        """Enter `user`'s lifespan for `server` with the engine running (see `lifespan`)."""
+        self.install(server)
+        if self.engine.running:
+            self._lifespan_guests += 1
+            try:
+                async with _entered(user, server) as state:
                     yield state
-
-        @asynccontextmanager
-        async def lifespan(server: MCPServer[Any]) -> AsyncIterator[Any]:
-            if self.engine.running:
-                self._lifespan_guests += 1
-                try:
-                    async with with_user(server) as state:
-                        yield state
-                finally:
-                    self._lifespan_guests -= 1
-                    if self._lifespan_guests == 0:
-                        self._guests_left.set()
-                return
-            async with self.engine, self._feed():
-                try:
-                    async with with_user(server) as state:
-                        yield state
-                finally:
-                    if self._lifespan_guests:
-                        self._guests_left = anyio.Event()
-                        with anyio.CancelScope(shield=True):
-                            await self._guests_left.wait()
-
-        return lifespan
+            finally:
+                self._lifespan_guests -= 1
+                if self._lifespan_guests == 0:
+                    self._guests_left.set()
+            return
+        async with self.engine, self._feed():
+            try:
+                async with _entered(user, server) as state:
+                    yield state
+            finally:
+                if self._lifespan_guests:
+                    self._guests_left = anyio.Event()
+                    with anyio.CancelScope(shield=True):
+                        await self._guests_left.wait()
 
     @asynccontextmanager
     async def _feed(self) -> AsyncIterator[None]:
@@ -318,30 +309,30 @@ class TasksExtension(Extension):
         return result
 
 
-def _register(server: MCPServer[Any], definition: Mapping[str, Any]) -> None:
-    """Put a tool into the server's tool listing with its exact schema, annotations and `_meta`."""
-    annotations = definition.get("annotations")
-    sdk_tool = Tool(
-        fn=_never_called,
-        name=definition["name"],
-        title=definition.get("title"),
-        description=definition.get("description", ""),
-        parameters=definition["inputSchema"],
-        fn_metadata=_UNUSED_METADATA,
-        context_kwarg=None,
-        is_async=True,
-        annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
-        meta=definition.get("_meta"),
-    )
-    manager = getattr(server, "_tool_manager", None)
-    tools = getattr(manager, "_tools", None)
-    if not isinstance(tools, dict):
-        raise RuntimeError(
-            "this version of the mcp SDK is not supported by mcptasks (tool manager not found)"
-        )
-    tools[sdk_tool.name] = sdk_tool
+@asynccontextmanager
+async def _entered(user: Lifespan | None, server: MCPServer[Any]) -> AsyncIterator[Any]:
+    if user is None:
+        yield {}
+    else:
+        async with user(server) as state:
+            yield state
+
+
+class EngineLifespan:
+    """The lifespan `TasksExtension.lifespan()` returns (it names its extension for `extension_of`)."""
+
+    def __init__(self, extension: TasksExtension, user: Lifespan | None) -> None:
+        self.extension = extension
+        self.user = user
+
+    def __call__(self, server: MCPServer[Any]) -> AbstractAsyncContextManager[Any]:
+        return self.extension.run_around(server, self.user)
 
 
 def extension_of(server: MCPServer[Any]) -> TasksExtension | None:
-    """The `TasksExtension` attached to `server`, if any."""
-    return _EXTENSIONS_BY_SERVER.get(server)
+    """The `TasksExtension` installed on `server` or running in its lifespan, if any."""
+    installed = _EXTENSIONS_BY_SERVER.get(server)
+    if installed is not None:
+        return installed
+    lifespan = server.settings.lifespan
+    return lifespan.extension if isinstance(lifespan, EngineLifespan) else None

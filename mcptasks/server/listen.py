@@ -1,7 +1,7 @@
 """`subscriptions/listen` with `notifications.taskIds` on the official SDK's `MCPServer`.
 
 The SDK's own listen handler serves the four core kinds and drops unknown filter keys from its
-ack, so `TaskListenMiddleware` (installed on `MCPServer.middleware` by `TasksExtension.attach`)
+ack, so `TaskListenMiddleware` (installed on `MCPServer.middleware` by `TasksExtension.install`)
 takes the listen requests that name `taskIds`:
 
 - only task ids: it serves the stream itself (ack, task states, closing response);

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.extension import advertise
 from mcp_types import CallToolRequest, CallToolRequestParams, Result
 from processes import clean_env, free_port, serving_http
@@ -314,3 +314,41 @@ async def test_stdio_serve_of_the_job_runner_lists_its_tool(tmp_path: Path) -> N
     assert tool.name == "run_pipeline"
     assert tool.input_schema["properties"]["kind"]["enum"] == ["test", "build"]
     assert (tool.meta or {})[EXTENSION_ID] == {"taskSupport": "optional"}
+
+
+# -- configuration ---------------------------------------------------------------------------------
+
+
+def test_invalid_flag_values_name_the_field() -> None:
+    assert_usage_error(mcptasks_cli("serve", HELLO, "--lease-ttl", "0"), "EngineConfig.lease_ttl", "0")
+
+
+def test_invalid_worker_concurrency_names_the_field(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    done = mcptasks_cli("worker", HELLO, "--store", store, "--concurrency", "0")
+    assert_usage_error(done, "EngineConfig.max_concurrent", "0")
+
+
+def test_an_unparsable_environment_variable_is_named(tmp_path: Path) -> None:
+    done = mcptasks_cli("serve", HELLO, env=clean_env(MCPTASKS_POLL_LIMIT="sometimes"))
+    assert_usage_error(done, "MCPTASKS_POLL_LIMIT", "sometimes")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "mcptasks", "serve", HELLO],
+        [sys.executable, HELLO],
+    ],
+    ids=["mcptasks-serve", "python-file"],
+)
+async def test_the_environment_configures_a_server_built_without_config(
+    command: list[str], tmp_path: Path
+) -> None:
+    env = clean_env(MCPTASKS_FALLBACK="reject")
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(tmp_path), env=env)
+    async with Client(params) as client:  # no tasks extension: "reject" refuses the call
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("hello", {"name": "stdio"})
+    assert refused.value.error.code == -32021

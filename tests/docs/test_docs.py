@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import importlib.util
 import itertools
 import json
@@ -840,8 +841,8 @@ async def test_concepts_outcomes() -> None:
             "message": "backend unavailable",
             "data": {"retryable": True},
         }
-
-        snippet.app.extension.protocol.immediate_results = False  # now every opted-in call is a task
+    snippet.app.configure(dataclasses.replace(snippet.app.config, immediate_results=False))  # all tasks
+    async with connect(snippet.app) as tasks:
         squared = await tasks.finish((await tasks.start("with_result", {"n": 3}))["taskId"])
         assert squared["result"]["structuredContent"] == {"square": 9}
         empty = await tasks.finish((await tasks.start("without_result"))["taskId"])
@@ -927,7 +928,7 @@ async def test_concepts_inputs() -> None:
 @exercises("concepts_capabilities.py")
 async def test_concepts_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
     snippet = load_snippet("concepts_capabilities.py")
-    snippet.app.extension.protocol.immediate_results = False  # every opted-in call is a task
+    snippet.app.configure(dataclasses.replace(snippet.app.config, immediate_results=False))  # all tasks
     async with connect(snippet.app, elicitation_callback=None) as cannot_answer:
         release = await cannot_answer.start("release", {"version": "1.2"})
         unsupported = await cannot_answer.finish(release["taskId"])
@@ -1033,7 +1034,7 @@ async def test_howto_replica_enqueue_only_and_a_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with replica(tmp_path, monkeypatch) as serving, replica(tmp_path, monkeypatch) as working:
-        serving.extension.engine.run_tasks = False  # what `mcptasks serve --enqueue-only` sets
+        serving.configure(dataclasses.replace(serving.config, run_tasks=False))  # --enqueue-only
         worker = working.extension.engine  # what `mcptasks worker` runs
         async with worker, connect(serving) as tasks:
             task_id = (await tasks.start("warm_cache", {"region": "us-east"}))["taskId"]

@@ -23,7 +23,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from processes import clean_env
 from sdk_helpers import TIMEOUT, poll, serve_http
 
-from mcptasks import Result, TaskServer
+from mcptasks import EngineConfig, Result, TaskServer
 from mcptasks.client import DetailedTask, TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,7 @@ class CountingApp:
     """A `TaskServer` whose `slow` task changes status three times over `seconds`."""
 
     def __init__(self, **options: Any) -> None:
-        self.app = TaskServer("push-client-tests", immediate_results=False, **options)
+        self.app = TaskServer("push-client-tests", config=EngineConfig(immediate_results=False, **options))
         self.methods: Counter[str] = Counter()
         self.gates: dict[str, anyio.Event] = {}
 

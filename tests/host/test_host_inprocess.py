@@ -46,7 +46,7 @@ from sdk_helpers import (
     texts,
 )
 
-from mcptasks import EXTENSION_ID, Result, TaskServer, TasksExtension, task_tool
+from mcptasks import EXTENSION_ID, EngineConfig, Result, TaskServer, TasksExtension, task_tool
 from mcptasks._runtime.recovery import SHUTDOWN_MESSAGE
 from mcptasks.wire import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
@@ -692,13 +692,12 @@ async def test_tasks_extension_on_a_plain_mcpserver_keeps_the_user_lifespan() ->
         yield f"writing {title}"
         yield Result(f"report {title!r} written")
 
-    ext = TasksExtension(tools=[report], immediate_results=False)
-    server = MCPServer("plain", extensions=[ext], lifespan=ext.lifespan(user_lifespan))
-    ext.attach(server)
+    ext = TasksExtension(tools=[report], config=EngineConfig(immediate_results=False))
+    server = MCPServer("plain", extensions=[ext], lifespan=ext.lifespan(user_lifespan))  # all it takes
 
     @ext.task_tool(task_support="required")
     async def archive() -> str:
-        """Registered after attach: listed all the same."""
+        """Registered after the server was built: listed all the same."""
         return "archived"
 
     @server.tool()
@@ -734,7 +733,7 @@ async def test_task_server_runs_the_user_lifespan_around_the_engine() -> None:
         yield {"answer": 42}
         events.append("exit")
 
-    app = TaskServer("with-lifespan", lifespan=user_lifespan, immediate_results=False)
+    app = TaskServer("with-lifespan", lifespan=user_lifespan, config=EngineConfig(immediate_results=False))
 
     @app.tool()
     def answer(ctx: Context) -> int:

@@ -38,7 +38,7 @@ from sdk_helpers import (
     the_input_request,
 )
 
-from mcptasks import MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
+from mcptasks import EngineConfig, MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
 from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
 
 pytestmark = pytest.mark.anyio
@@ -224,8 +224,11 @@ async def test_a_rerun_on_another_replica_links_to_the_creating_span(
     meter = MeterProvider(metric_readers=[reader])
     path = tmp_path / "tasks.db"
     tracer = trace.get_tracer("test")
-    first = TaskEngine(SqliteTaskStore(path), instance_id="replica-a")
-    second = TaskEngine(SqliteTaskStore(path), instance_id="replica-b", run_tasks=False, claim_interval=0.05)
+    first = TaskEngine(SqliteTaskStore(path), config=EngineConfig(instance_id="replica-a"))
+    second = TaskEngine(
+        SqliteTaskStore(path),
+        config=EngineConfig(instance_id="replica-b", run_tasks=False, claim_interval=0.05),
+    )
     for engine in (first, second):
         instrument(engine, meter_provider=meter)
     async with second:
@@ -233,8 +236,7 @@ async def test_a_rerun_on_another_replica_links_to_the_creating_span(
             with tracer.start_as_current_span("tools/call resumable") as creating:
                 record = await first.start(resumable, {"step": 1}, owner="o")
             await wait_for_status(first, record.task_id, "working", owner="o")
-        # replica-a shut down mid-run: the task went back to the queue; replica-b runs it now
-        second.run_tasks = True
+        # replica-a shut down mid-run: the task went back to the queue; replica-b claims it now
         second.register(resumable)
         await second.claim()
         await wait_for(second, record.task_id, lambda r: r.runner == "replica-b", owner="o")

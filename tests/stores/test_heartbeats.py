@@ -82,7 +82,7 @@ async def test_a_body_blocking_the_loop_for_many_leases_keeps_its_task(tmp_path:
 
 
 async def test_control_with_loop_heartbeats_the_peer_fails_the_live_task(tmp_path: Path) -> None:
-    with two_servers(tmp_path, MCPTASKS_LOOP_HEARTBEATS="1") as (a, b, _):
+    with two_servers(tmp_path, MCPTASKS_HEARTBEAT_THREAD="false") as (a, b, _):
         # Longer than the other test: B must get to run a recovery check while A is blocked,
         # which on a loaded machine can take a while.
         task_id = await start_block(a, 12.0)

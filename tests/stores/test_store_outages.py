@@ -185,7 +185,7 @@ async def test_over_http_requests_during_an_outage_get_a_clear_error_and_the_tas
     """The same through a real `mcptasks serve` process and the Streamable HTTP transport."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    env = clean_env(MCPTASKS_INPUT_POLL="0.2")
+    env = clean_env(MCPTASKS_INPUT_POLL_INTERVAL="0.2")
     extra = ("--store", server.url)
     with serving_http(APP, port=port, log=tmp_path / "server.log", extra=extra, env=env):
         async with httpx2.AsyncClient(timeout=BOUND) as http:

@@ -11,6 +11,7 @@ from helpers import Client, accept, serve, text_of, wait_for, wait_for_input
 from mcptasks import (
     EXTENSION_ID,
     Elicit,
+    EngineConfig,
     Inputs,
     ListRoots,
     MemoryTaskStore,
@@ -156,9 +157,9 @@ async def test_task_context_helpers_get_unsupported_too() -> None:
 
 async def test_a_worker_running_the_task_applies_the_capabilities_of_the_creating_call() -> None:
     store = MemoryTaskStore()
-    serving = TaskEngine(store, run_tasks=False)
-    worker = TaskEngine(store, tools=[approve], claim_interval=0.05)
-    protocol = TasksProtocol(serving, [approve], immediate_results=False)
+    serving = TaskEngine(store, config=EngineConfig(run_tasks=False, immediate_results=False))
+    worker = TaskEngine(store, tools=[approve], config=EngineConfig(claim_interval=0.05))
+    protocol = TasksProtocol(serving, [approve])
     async with serving, worker:
         without = await protocol.call_tool("approve", {}, meta=meta())
         with_it = await protocol.call_tool("approve", {}, meta=meta("elicitation"))
@@ -252,8 +253,8 @@ def test_required_capabilities_are_validated() -> None:
 
 
 async def test_fallback_tools_tasks_may_ask_anything() -> None:
-    engine = TaskEngine(MemoryTaskStore())
-    protocol = TasksProtocol(engine, [approve, needs_sampling], fallback="tools")
+    engine = TaskEngine(MemoryTaskStore(), config=EngineConfig(fallback="tools"))
+    protocol = TasksProtocol(engine, [approve, needs_sampling])
     async with engine:
         started = await protocol.call_tool("approve", {}, meta=None)
         task_id = started["structuredContent"]["taskId"]

@@ -17,6 +17,7 @@ from mcptasks import (
     ANONYMOUS_OWNER,
     CancelRequested,
     Elicit,
+    EngineConfig,
     Limits,
     ProtocolError,
     Result,
@@ -220,8 +221,8 @@ async def test_shutdown_reports_bodies_ignoring_cancellation(caplog: pytest.LogC
         yield Result("late")
 
     caplog.set_level(logging.WARNING, logger="mcptasks")
-    engine = TaskEngine(limits=Limits(cancel_grace=0.1))
-    protocol = TasksProtocol(engine, [stubborn], immediate_results=False)
+    engine = TaskEngine(config=EngineConfig(limits=Limits(cancel_grace=0.1), immediate_results=False))
+    protocol = TasksProtocol(engine, [stubborn])
     async with engine:
         task_id = await Client(protocol).start("stubborn")
         with anyio.fail_after(WAIT):

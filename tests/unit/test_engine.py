@@ -28,6 +28,7 @@ from mcptasks import (
     ANONYMOUS_OWNER,
     EXTENSION_ID,
     Elicit,
+    EngineConfig,
     InvalidArguments,
     Limits,
     MemoryTaskStore,
@@ -154,9 +155,9 @@ async def test_start_outside_async_with_is_a_runtime_error() -> None:
 
 def test_engine_option_validation() -> None:
     with pytest.raises(ValueError, match="poll_limit"):
-        TaskEngine(poll_limit="sometimes")  # type: ignore[arg-type]
+        EngineConfig(poll_limit="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="poll_tolerance"):
-        TaskEngine(poll_tolerance=0)
+        EngineConfig(poll_tolerance=0)
     with pytest.raises(ValueError, match="store URL"):
         TaskEngine("redis+nope://x")
 
@@ -801,7 +802,7 @@ async def test_poll_limit_off_serves_every_poll() -> None:
 
 
 async def test_adaptive_poll_interval_grows_with_age() -> None:
-    engine = TaskEngine(adaptive_poll_max=60)
+    engine = TaskEngine(config=EngineConfig(adaptive_poll_max=60))
     now = time.time()
 
     def aged(seconds: float, **changes: Any) -> TaskRecord:
@@ -857,8 +858,8 @@ async def test_shutdown_fails_running_tasks() -> None:
             cleaned.set()
 
     store = MemoryTaskStore()
-    engine = TaskEngine(store)
-    protocol = TasksProtocol(engine, [tool, ask_once], immediate_results=False)
+    engine = TaskEngine(store, config=EngineConfig(immediate_results=False))
+    protocol = TasksProtocol(engine, [tool, ask_once])
     async with engine:
         client = Client(protocol)
         working = await client.start("tool")
@@ -976,12 +977,12 @@ async def test_a_failing_background_duty_does_not_stop_the_engine() -> None:
         await anyio.lowlevel.checkpoint()
         return "done"
 
-    engine = TaskEngine(store, lease_ttl=0.03)
+    engine = TaskEngine(store, config=EngineConfig(lease_ttl=0.03, immediate_results=False))
     async with engine:  # the start-up heartbeat succeeds; the next three periodic ones fail
         store.failures = 3
         with anyio.fail_after(10):
             await store.failed.wait()
-        protocol = TasksProtocol(engine, [quick], immediate_results=False)
+        protocol = TasksProtocol(engine, [quick])
         created = await protocol.call_tool("quick", {}, meta=opted_in_meta())
         task = await wait_for_status(protocol, created["taskId"], {"completed"})
     assert task["result"]["content"][0]["text"] == "done"

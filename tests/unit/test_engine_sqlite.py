@@ -13,6 +13,7 @@ from helpers import Client, accept, serve, text_of, wait_for_status
 from mcptasks import (
     ANONYMOUS_OWNER,
     Elicit,
+    EngineConfig,
     Result,
     SqliteTaskStore,
     TaskEngine,
@@ -217,7 +218,7 @@ CRASHING_SERVER = textwrap.dedent(
 
     import anyio
 
-    from mcptasks import Result, SqliteTaskStore, TaskEngine, task_tool
+    from mcptasks import EngineConfig, Result, SqliteTaskStore, TaskEngine, task_tool
 
 
     @task_tool
@@ -227,7 +228,8 @@ CRASHING_SERVER = textwrap.dedent(
 
 
     async def main():
-        async with TaskEngine(SqliteTaskStore(sys.argv[1]), lease_ttl=float(sys.argv[2])) as engine:
+        config = EngineConfig(lease_ttl=float(sys.argv[2]))
+        async with TaskEngine(SqliteTaskStore(sys.argv[1]), config=config) as engine:
             record = await engine.start(parked, {}, owner="anonymous")
             print(record.task_id, flush=True)
             await anyio.sleep_forever()
@@ -260,9 +262,9 @@ async def test_task_of_a_killed_process_is_failed_by_the_next_engine(db: Path) -
     record = await read_record(db, task_id)
     assert record is not None and record.status == "working"  # the dead process left it so
 
-    engine = TaskEngine(SqliteTaskStore(db), lease_ttl=1.0)
+    engine = TaskEngine(SqliteTaskStore(db), config=EngineConfig(lease_ttl=1.0, immediate_results=False))
     async with engine:
-        protocol = TasksProtocol(engine, TOOLS, immediate_results=False)
+        protocol = TasksProtocol(engine, TOOLS)
         task = await wait_for_status(protocol, task_id, "failed", timeout=30)
     assert task["error"]["data"]["reason"] == "worker_lost"
     assert "restarted" in task["error"]["message"]

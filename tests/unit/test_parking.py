@@ -15,6 +15,7 @@ from helpers import accept, text_of
 from mcptasks import (
     EXTENSION_ID,
     Elicit,
+    EngineConfig,
     MemoryTaskStore,
     ProtocolError,
     Result,
@@ -23,7 +24,6 @@ from mcptasks import (
     TasksProtocol,
     task_tool,
 )
-from mcptasks._runtime.request_state import RequestStateCodec
 from mcptasks.wire import CLIENT_CAPABILITIES_META, INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
@@ -90,11 +90,9 @@ def tools(counter: Counter) -> list[Any]:
 async def replicas(counter: Counter, count: int = 1, **options: Any) -> AsyncIterator[list[TasksProtocol]]:
     """`count` protocols on separate engines sharing one store and one state secret."""
     store = MemoryTaskStore()
-    engines = [TaskEngine(store) for _ in range(count)]
-    protocols = [
-        TasksProtocol(engine, tools(counter), codec=RequestStateCodec(SECRET), **options)
-        for engine in engines
-    ]
+    config = EngineConfig(secret=SECRET, **options)
+    engines = [TaskEngine(store, config=config) for _ in range(count)]
+    protocols = [TasksProtocol(engine, tools(counter)) for engine in engines]
     async with engines[0]:
         if count == 1:
             yield protocols
@@ -319,8 +317,7 @@ def test_replay_safe_false_cannot_be_combined_with_input_before_task() -> None:
 
 
 def test_parking_bounds_are_validated() -> None:
-    engine = TaskEngine()
-    with pytest.raises(ValueError, match="limit"):
-        TasksProtocol(engine, parked_limit=-1)
-    with pytest.raises(ValueError, match="time"):
-        TasksProtocol(engine, parked_seconds=0)
+    with pytest.raises(ValueError, match="parked_limit"):
+        EngineConfig(parked_limit=-1)
+    with pytest.raises(ValueError, match="parked_seconds"):
+        EngineConfig(parked_seconds=0)

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from helpers import wait_for_status
 
-from mcptasks import Result, task_tool
+from mcptasks import EngineConfig, Result, task_tool
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER
 from mcptasks._runtime.push import TaskPush, requested_task_ids
@@ -44,7 +44,7 @@ async def stepper(label: str, steps: int):
 @asynccontextmanager
 async def pushing(**options: Any) -> AsyncIterator[tuple[TaskEngine, TaskPush]]:
     announce = options.pop("announce_changes", True)
-    engine = TaskEngine(MemoryTaskStore(), tools=[stepper], announce_changes=announce)
+    engine = TaskEngine(MemoryTaskStore(), tools=[stepper], config=EngineConfig(push=announce))
     push = TaskPush(engine, **options)
     async with engine, anyio.create_task_group() as group:
         await group.start(push.feed.run, engine.store)
