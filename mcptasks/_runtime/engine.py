@@ -62,6 +62,14 @@ async def _close_body(body: Any) -> None:
         await body.aclose()
 
 
+def _retained(record: TaskRecord, ttl_ms: int) -> TaskRecord | None:
+    """`record` kept until one `ttl_ms` from now, when that is later than its expiry (else None)."""
+    if record.ttl_ms is None:
+        return None
+    wanted = math.ceil((time.time() - record.created_at) * 1000) + ttl_ms
+    return record.evolve(ttl_ms=wanted) if wanted > record.ttl_ms else None
+
+
 _HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
 
 
@@ -108,6 +116,7 @@ class _TaskRun:
         "expires_at",
         "final",
         "flushing",
+        "keeper",
         "next_status_at",
         "owner",
         "pending_status",
@@ -141,6 +150,8 @@ class _TaskRun:
         self.record: TaskRecord | None = None
         """The newest copy of the record this run wrote or read (saves a read before a write)."""
         self.scope: anyio.CancelScope | None = None
+        self.keeper: anyio.CancelScope | None = None
+        """Cancelled when the body ends: stops pushing back the record's expiry."""
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
         self.stop_outcome: Outcome | None = None
@@ -831,6 +842,8 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
+            if run.keeper is not None:
+                run.keeper.cancel()
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -950,10 +963,9 @@ class TaskEngine:
                 run.scope = scope
                 if run.stopped_at is not None or self._closing:
                     scope.cancel()
-                if run.expires_at is not None:
-                    ttl = run.expires_at - time.time()
-                    margin = min(1.0, max(ttl, 0.0) * 0.05)
-                    scope.deadline = anyio.current_time() + ttl - margin
+                if tool.timeout_ms is not None:
+                    scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
+                self._keep_while_running(run, tool)
                 declared = run.record.client_capabilities if run.record is not None else None
                 channel = gated(run, declared, tool.name)
                 if prepared is None:
@@ -970,14 +982,7 @@ class TaskEngine:
                 outcome = end if isinstance(end, Outcome) else _HALTED
                 await absorb_stray_cancel()
             if scope.cancel_called:
-                if run.stop_outcome is not None:
-                    outcome = run.stop_outcome
-                elif anyio.current_time() >= scope.deadline:
-                    outcome = self._ttl_outcome(tool)
-                elif self._closing:
-                    outcome = None
-                else:  # stopped because the record ended or vanished: nothing left to write
-                    outcome = _HALTED
+                outcome = self._stopped_outcome(run, tool, scope)
             elif outcome is STOPPED:  # cancelled from outside this run's scope: shutting down
                 outcome = None
         except BaseException as exc:  # say, the body broke this task's cancel scope stack
@@ -1059,12 +1064,49 @@ class TaskEngine:
                 run.final = outcome
                 logger.info("recorded the end of task %s after the task store came back", task_id)
 
+    def _stopped_outcome(self, run: _TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> Outcome | None:
+        """The outcome of a body this engine cancelled (None: shutting down)."""
+        if run.stop_outcome is not None:
+            return run.stop_outcome
+        if anyio.current_time() >= scope.deadline:
+            return self._timeout_outcome(tool)
+        if self._closing:
+            return None
+        return _HALTED  # stopped because the record ended or vanished: nothing left to write
+
     @staticmethod
-    def _ttl_outcome(tool: TaskTool) -> Outcome:
-        message = f"The task exceeded its time-to-live ({tool.ttl_ms} ms) and was stopped."
-        return Outcome(
-            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "ttl"}}
-        )
+    def _timeout_outcome(tool: TaskTool) -> Outcome:
+        timeout_ms = tool.timeout_ms
+        message = f"The task ran longer than its timeout ({timeout_ms} ms) and was stopped."
+        data = {"reason": "timeout", "timeoutMs": timeout_ms}
+        return Outcome("failed", error={"code": INTERNAL_ERROR, "message": message, "data": data})
+
+    def _keep_while_running(self, run: _TaskRun, tool: TaskTool) -> None:
+        """Keep the record of a running body from expiring: `ttl` is retention, not a deadline."""
+        if tool.ttl_ms is None or run.expires_at is None or self._task_group is None:
+            return
+        run.keeper = anyio.CancelScope()
+        self._task_group.start_soon(self._keep_record, run, tool.ttl_ms, run.keeper)
+
+    async def _keep_record(self, run: _TaskRun, ttl_ms: int, keeper: anyio.CancelScope) -> None:
+        """Shortly before the record would expire, move its expiry to one `ttl` from now.
+
+        Repeats until the body ends (`keeper` is cancelled then); `_finish` keeps a record that
+        ended after its first expiry for one more `ttl` after its end.
+        """
+        ttl = ttl_ms / 1000
+        margin = min(ttl / 2, 30.0)
+        expires_at = run.expires_at
+        with keeper:
+            while expires_at is not None:
+                await anyio.sleep(max(0.0, expires_at - margin - time.time()))
+                try:
+                    written = await run._write(lambda record: _retained(record, ttl_ms))
+                except Exception:
+                    logger.warning("could not extend the ttl of running task %s", run.task_id, exc_info=True)
+                    await anyio.sleep(margin / 2)
+                    continue
+                expires_at = None if written is None else written.expires_at
 
     async def run_inline(
         self,
@@ -1099,6 +1141,10 @@ class TaskEngine:
                 return None
             if only_attempt is not None and record.attempt != only_attempt:
                 return None
+            tool = self.tools.get(record.tool)
+            ttl_ms = None if tool is None else tool.ttl_ms
+            if ttl_ms is not None and record.ttl_ms is not None and record.ttl_ms > ttl_ms:
+                record = _retained(record, ttl_ms) or record  # it ran past its first expiry
             return record.evolve(
                 status=outcome.status,
                 result=outcome.result,
