@@ -33,6 +33,7 @@ from mcptasks._authoring.yields import (
     Sampled,
     Status,
     Unsupported,
+    Yields,
 )
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine import TaskEngine
@@ -182,6 +183,7 @@ __all__ = [
     "ToolError",
     "UnknownTask",
     "Unsupported",
+    "Yields",
     "__version__",
     "start_tool_call",
     "store_from_url",

@@ -26,6 +26,12 @@ T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+Yields: TypeAlias = AsyncGenerator[Any, Any]
+"""The return annotation of a generator body (`async def tool(...) -> Yields:`): it may yield any
+of the values above, and each `yield` evaluates to an untyped value; annotate the variable that
+takes an answer (`answer: Answer[Model] = yield Elicit(...)`) to have it checked."""
+
+
 class InvalidAnswer(Exception):
     """A client's answer did not fit the request; the request is issued again with this reason."""
 
