@@ -36,7 +36,17 @@ from mcp_types import (
 from processes import clean_env, free_port, serving_http
 from pydantic import BaseModel
 
-from mcptasks import Elicit, InputRequest, ListRoots, ProtocolError, Result, Sample, TaskServer, Unsupported
+from mcptasks import (
+    Accepted,
+    Elicit,
+    InputRequest,
+    ListRoots,
+    ProtocolError,
+    Result,
+    Sample,
+    TaskServer,
+    Unsupported,
+)
 from mcptasks.client import (
     CreateTaskResult,
     DetailedTask,
@@ -332,7 +342,7 @@ def relisting_app(relists: int) -> tuple[TaskServer, dict[str, Any]]:
         answer = yield Elicit("Proceed?", schema=Confirm, key="proceed")
         yield "answer received"
         await served_stale.wait()
-        yield Result(f"proceed={answer.accepted and answer.data is not None and answer.data.confirm}")
+        yield Result(f"proceed={isinstance(answer, Accepted) and answer.data.confirm}")
 
     protocol = app.extension.protocol
     original = protocol.handle
