@@ -1328,7 +1328,7 @@ def test_howto_testing_example_passes(tmp_path: Path) -> None:
     shutil.copy(SNIPPETS / "test_my_tools.py", tmp_path)
     completed = _pytest("test_my_tools.py", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "5 passed" in completed.stdout, completed.stdout
+    assert "6 passed" in completed.stdout, completed.stdout
 
 
 # -- the reference pages are complete --------------------------------------------------------------
