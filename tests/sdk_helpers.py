@@ -238,7 +238,7 @@ class HostApp:
         async def summarize(topic: str):
             """Ask the client's model, then the client's roots; return structured content."""
             reply = yield Sample(f"Summarize {topic}", max_tokens=50)
-            roots = yield ListRoots()
+            roots = (yield ListRoots()).roots
             yield Result(
                 {
                     "summary": reply.text,

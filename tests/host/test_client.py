@@ -556,7 +556,7 @@ def inputs_app() -> TaskServer:
     @app.task_tool(poll_interval=0.05)
     async def summarize(topic: str):
         reply = yield Sample(f"Summarize {topic}", max_tokens=20)
-        roots = yield ListRoots()
+        roots = (yield ListRoots()).roots
         yield Result(f"{reply.text} / {', '.join(root.uri for root in roots)}")
 
     @app.task_tool(poll_interval=0.05)
