@@ -41,6 +41,7 @@ from mcptasks import (
     TaskNotFound,
     TaskRecord,
     TasksProtocol,
+    TaskStore,
     task_tool,
 )
 
@@ -728,7 +729,10 @@ async def test_body_running_past_its_timeout_is_stopped_and_failed_with_reason()
     assert store.statuses(record.task_id) == ["working", "failed"]
 
 
-async def test_body_running_past_its_ttl_completes_and_is_then_expired() -> None:
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_body_running_past_its_ttl_completes_and_is_then_expired(kind: str, tmp_path: Path) -> None:
+    store: TaskStore = MemoryTaskStore() if kind == "memory" else SqliteTaskStore(tmp_path / "tasks.db")
+
     @task_tool(ttl=3)
     async def tool():
         created = time.time()
@@ -737,7 +741,7 @@ async def test_body_running_past_its_ttl_completes_and_is_then_expired() -> None
             await anyio.sleep(0.25)
         yield Result("done")
 
-    async with serve(tool) as (engine, _):
+    async with serve(tool, store=store) as (engine, _):
         record = await engine.start(tool, {}, owner="o")
         final = await wait_for_status(engine, record.task_id, "completed", owner="o")
         ended = final.updated_at
