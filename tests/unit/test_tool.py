@@ -379,3 +379,17 @@ def test_calling_the_tool_object_calls_the_function() -> None:
         assert info.value.value == 3
     finally:
         coroutine.close()
+
+
+def test_unknown_option_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match="bogus"):
+        task_tool(bogus=1)  # type: ignore[call-overload]
+
+
+def test_calling_a_task_tool_calls_the_function() -> None:
+    @task_tool
+    def double(n: int) -> int:
+        return 2 * n
+
+    assert double(4) == 8
+    assert double.fn(5) == 10
