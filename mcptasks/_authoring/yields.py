@@ -1,6 +1,6 @@
 """What a task body may `yield`, and what the `yield` expression evaluates to.
 
-- `str` or `Status(...)`: sets `statusMessage`; evaluates to None.
+- `str`: sets `statusMessage`; evaluates to None (`Status(...)` says the same).
 - An input request (`Elicit`, `Sample`, `ListRoots`, raw `InputRequest`): the task goes
   `input_required` until the client answers; evaluates to the parsed answer.
 - `Inputs(a, b, ...)` (or a tuple/list of requests): all keys outstanding at once; evaluates to a
@@ -38,7 +38,10 @@ class InvalidAnswer(Exception):
 
 @dataclass(frozen=True)
 class Status:
-    """Set the task's `statusMessage` (the extension's only progress channel)."""
+    """Set the task's `statusMessage` (the extension's only progress channel).
+
+    `yield "text"` says the same and is the usual form; `Status` is for code that builds the
+    value to yield elsewhere."""
 
     message: str
 
