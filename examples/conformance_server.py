@@ -10,7 +10,7 @@ from __future__ import annotations
 import anyio
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Inputs, ProtocolError, Result, TaskServer, ToolError
+from mcptasks import Accepted, Elicit, Inputs, ProtocolError, Result, TaskServer, ToolError
 
 app = TaskServer("mcptasks-conformance")
 
@@ -60,7 +60,7 @@ class Confirm(BaseModel):
 async def confirm_delete(filename: str):
     """Ask the user before deleting `filename`."""
     answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
-    if answer.accepted and answer.data is not None and answer.data.confirm:
+    if isinstance(answer, Accepted) and answer.data.confirm:
         yield Result(f"deleted {filename}")
     else:
         yield Result(f"kept {filename}")
@@ -74,8 +74,8 @@ class Name(BaseModel):
 async def multi_input():
     """Ask two questions at once; finish when both are answered (in any order)."""
     name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
-    who = name.data.name if name.accepted and name.data else "someone"
-    decision = "go" if go.accepted and go.data and go.data.confirm else "stop"
+    who = name.data.name if isinstance(name, Accepted) else "someone"
+    decision = "go" if isinstance(go, Accepted) and go.data.confirm else "stop"
     yield Result(f"{who} says {decision}")
 
 
@@ -83,7 +83,7 @@ async def multi_input():
 async def test_tool_with_task():
     """Ask for a name on the call itself (before the task exists), then greet in a task."""
     answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
-    name = answer.data.name if answer.accepted and answer.data else "stranger"
+    name = answer.data.name if isinstance(answer, Accepted) else "stranger"
     yield f"greeting {name}"
     await anyio.sleep(0.1)
     yield Result(f"Hello, {name}!")

@@ -43,7 +43,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Inputs, ListRoots, Result, Sample, TaskServer, task_tool
+from mcptasks import Accepted, Elicit, Inputs, ListRoots, Result, Roots, Sample, TaskServer, task_tool
 
 # A 1x1 PNG and a tiny WAV header: the suite checks the content type, not the pixels.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -244,7 +244,7 @@ class Color(BaseModel):
 async def greet_by_name():
     """Ask for a name (key `user_name`), then greet."""
     answer = yield Elicit("What is your name?", schema=Name, key="user_name")
-    yield Result(f"Hello, {answer.data.name}!" if answer.accepted and answer.data else "Hello, stranger!")
+    yield Result(f"Hello, {answer.data.name}!" if isinstance(answer, Accepted) else "Hello, stranger!")
 
 
 # Three scenarios call the same question under different names: the basic round trip, a tampered
@@ -267,7 +267,8 @@ async def test_input_required_result_sampling():
 @app.task_tool
 async def test_input_required_result_list_roots():
     """Ask the client for its roots and list them."""
-    roots = yield ListRoots(key="client_roots")
+    answer = yield ListRoots(key="client_roots")
+    roots = answer.roots if isinstance(answer, Roots) else []
     yield Result("Roots: " + ", ".join(root.uri for root in roots) if roots else "No roots")
 
 
@@ -275,7 +276,7 @@ async def test_input_required_result_list_roots():
 async def test_input_required_result_request_state():
     """Ask for a confirmation; the answer comes back with the signed requestState."""
     answer = yield Elicit("Please confirm", schema=Ok, key="confirm")
-    confirmed = answer.accepted and answer.data is not None and answer.data.ok
+    confirmed = isinstance(answer, Accepted) and answer.data.ok
     yield Result(f"state-ok: confirmed={confirmed}")
 
 
@@ -287,7 +288,7 @@ async def test_input_required_result_multiple_inputs():
         Sample("Say hello.", max_tokens=50, key="greeting"),
         ListRoots(key="client_roots"),
     )
-    who = name.data.name if name.accepted and name.data else "someone"
+    who = name.data.name if isinstance(name, Accepted) else "someone"
     yield Result(f"{who}; the model said {sampled.text!r}; {len(roots)} root(s)")
 
 
@@ -296,8 +297,8 @@ async def test_input_required_result_multi_round():
     """Ask two questions one after the other (two input_required rounds)."""
     name = yield Elicit("Step 1: What is your name?", schema=Name, key="step1")
     color = yield Elicit("Step 2: What is your favorite color?", schema=Color, key="step2")
-    who = name.data.name if name.accepted and name.data else "someone"
-    likes = color.data.color if color.accepted and color.data else "no color"
+    who = name.data.name if isinstance(name, Accepted) else "someone"
+    likes = color.data.color if isinstance(color, Accepted) else "no color"
     yield Result(f"{who} likes {likes}")
 
 

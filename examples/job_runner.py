@@ -61,13 +61,13 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, Elicitation, Result, TaskServer, ToolError, Unsupported
+from mcptasks import Accepted, Answer, Delegate, Elicit, Result, TaskServer, ToolError, Unsupported, Yields
 
 Kind = Literal["test", "build"]
 Command = str | list[str]
@@ -331,7 +331,7 @@ def _failure(pipeline: str, report: StepReport, tail: deque[str]) -> ToolError:
 @app.task_tool(poll_interval=0.5, ttl=3600, replay_safe=False)
 async def run_pipeline(
     kind: Kind,
-) -> AsyncGenerator[str | Elicit[Approval] | Result, Any]:
+) -> Yields:
     """Run the CI pipeline `kind` (test or build), then publish its artifacts if the user approves.
 
     Streams the latest output line as the task's status; a failing step ends the task with a
@@ -342,22 +342,18 @@ async def run_pipeline(
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     reports: list[StepReport] = []
 
-    # `aclosing`: if this generator is closed while suspended at a `yield` (a cancelled task),
-    # the helper generator is closed right away too, so its process group is killed now, not
-    # whenever the garbage collector gets to it.
-    async with contextlib.aclosing(_run_steps(kind, tail, reports)) as steps:
-        async for status in steps:
-            yield status
+    # `Delegate` runs the helper generator as part of this body: its status lines are published,
+    # and if the task is cancelled the helper is closed at once, so its process group is killed
+    # now, not whenever the garbage collector gets to it.
+    yield Delegate(_run_steps(kind, tail, reports))
 
     yield f"{kind} passed ({len(reports)} steps, {_since(started):.1f} s); waiting for approval to publish"
-    answer: Elicitation[Approval] | Unsupported = yield Elicit(
+    answer: Answer[Approval] = yield Elicit(
         f"The {kind} pipeline passed in {_since(started):.1f} s. Publish the artifacts?", schema=Approval
     )
-    published = answer.accepted and answer.data is not None and answer.data.publish
+    published = isinstance(answer, Accepted) and answer.data.publish
     if published:
-        async with contextlib.aclosing(_run_steps("publish", tail, reports)) as steps:
-            async for status in steps:
-                yield status
+        yield Delegate(_run_steps("publish", tail, reports))
     elif isinstance(answer, Unsupported):
         yield "publishing skipped: this client cannot answer the approval question"
     else:

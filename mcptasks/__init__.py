@@ -22,6 +22,12 @@ _PUBLIC: dict[str, str] = {
     "Sample": "mcptasks._authoring.yields",
     "ListRoots": "mcptasks._authoring.yields",
     "Unsupported": "mcptasks._authoring.yields",
+    "Accepted": "mcptasks._authoring.yields",
+    "Declined": "mcptasks._authoring.yields",
+    "Cancelled": "mcptasks._authoring.yields",
+    "Answer": "mcptasks._authoring.yields",
+    "Yields": "mcptasks._authoring.yields",
+    "Delegate": "mcptasks._authoring.yields",
     "ToolError": "mcptasks.errors",
     "ProtocolError": "mcptasks.errors",
     "MCPTasksError": "mcptasks.errors",
@@ -42,7 +48,10 @@ _PUBLIC: dict[str, str] = {
     "FallbackMode": "mcptasks._authoring.tool",
     "InvalidArguments": "mcptasks._authoring.tool",
     "Elicitation": "mcptasks._authoring.yields",
-    "SampleResult": "mcptasks._authoring.yields",
+    "Sampled": "mcptasks._authoring.yields",
+    "SampleAnswer": "mcptasks._authoring.yields",
+    "Roots": "mcptasks._authoring.yields",
+    "RootsAnswer": "mcptasks._authoring.yields",
     "Root": "mcptasks._authoring.yields",
     "Inputs": "mcptasks._authoring.yields",
     "InputRequest": "mcptasks._authoring.yields",
@@ -121,6 +130,11 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._authoring.tool import TaskToolOptions as TaskToolOptions
     from mcptasks._authoring.tool import task_tool as task_tool
     from mcptasks._authoring.values import InvalidValue as InvalidValue
+    from mcptasks._authoring.yields import Accepted as Accepted
+    from mcptasks._authoring.yields import Answer as Answer
+    from mcptasks._authoring.yields import Cancelled as Cancelled
+    from mcptasks._authoring.yields import Declined as Declined
+    from mcptasks._authoring.yields import Delegate as Delegate
     from mcptasks._authoring.yields import Elicit as Elicit
     from mcptasks._authoring.yields import Elicitation as Elicitation
     from mcptasks._authoring.yields import InputRequest as InputRequest
@@ -129,10 +143,14 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._authoring.yields import ListRoots as ListRoots
     from mcptasks._authoring.yields import Result as Result
     from mcptasks._authoring.yields import Root as Root
+    from mcptasks._authoring.yields import Roots as Roots
+    from mcptasks._authoring.yields import RootsAnswer as RootsAnswer
     from mcptasks._authoring.yields import Sample as Sample
-    from mcptasks._authoring.yields import SampleResult as SampleResult
+    from mcptasks._authoring.yields import SampleAnswer as SampleAnswer
+    from mcptasks._authoring.yields import Sampled as Sampled
     from mcptasks._authoring.yields import Status as Status
     from mcptasks._authoring.yields import Unsupported as Unsupported
+    from mcptasks._authoring.yields import Yields as Yields
     from mcptasks._runtime.config import EngineConfig as EngineConfig
     from mcptasks._runtime.driver import Outcome as Outcome
     from mcptasks._runtime.engine import TaskEngine as TaskEngine

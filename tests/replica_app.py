@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel
 
-from mcptasks import Elicit, Result, TaskContext, TaskServer
+from mcptasks import Accepted, Elicit, Result, TaskContext, TaskServer
 
 MARKER_DIR = Path(os.environ.get("MCPTASKS_REPLICA_DIR") or tempfile.gettempdir())
 MAX_ATTEMPTS = 3
@@ -69,7 +69,7 @@ async def ask(ctx: TaskContext, question: str = "Proceed?"):
     """Ask one yes/no question, then report the answer."""
     yield f"asking: {question}"
     answer = yield Elicit(question, schema=Confirm)
-    confirmed = bool(answer.accepted and answer.data is not None and answer.data.confirm)
+    confirmed = bool(isinstance(answer, Accepted) and answer.data.confirm)
     yield Result({"pid": os.getpid(), "confirmed": confirmed, "task": ctx.task_id})
 
 

@@ -13,7 +13,7 @@ import time
 
 import anyio
 
-from mcptasks import Elicit, Result, TaskServer
+from mcptasks import Accepted, Elicit, Result, TaskServer
 
 app = TaskServer("mcptasks-robustness")  # no config: the environment's
 
@@ -30,4 +30,4 @@ async def block(seconds: float):
 async def ask():
     """Ask one question and return the answer."""
     answer = yield Elicit("value?")
-    yield Result({"answer": answer.data})
+    yield Result({"answer": answer.data if isinstance(answer, Accepted) else None})

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcptasks import (
     EXTENSION_ID,
+    Accepted,
     Elicit,
     Inputs,
     ListRoots,
@@ -198,15 +199,15 @@ class HostApp:
         async def ask(filename: str):
             """Ask before deleting `filename`."""
             answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
-            confirmed = answer.accepted and answer.data is not None and answer.data.confirm
+            confirmed = isinstance(answer, Accepted) and answer.data.confirm
             yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
 
         @app.task_tool(poll_interval=0.05)
         async def two_keys():
             """Ask two questions at once."""
             name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
-            who = name.data.name if name.accepted and name.data else "someone"
-            decision = "go" if go.accepted and go.data and go.data.confirm else "stop"
+            who = name.data.name if isinstance(name, Accepted) else "someone"
+            decision = "go" if isinstance(go, Accepted) and go.data.confirm else "stop"
             yield Result(f"{who} says {decision}")
 
         @app.task_tool(poll_interval=0.05)
@@ -225,7 +226,7 @@ class HostApp:
         async def before():
             """Ask for a name on the call itself, then greet in a task."""
             answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
-            name = answer.data.name if answer.accepted and answer.data else "stranger"
+            name = answer.data.name if isinstance(answer, Accepted) else "stranger"
             yield f"greeting {name}"
             yield Result(f"Hello, {name}!")
 
@@ -233,7 +234,7 @@ class HostApp:
         async def summarize(topic: str):
             """Ask the client's model, then the client's roots; return structured content."""
             reply = yield Sample(f"Summarize {topic}", max_tokens=50)
-            roots = yield ListRoots()
+            roots = (yield ListRoots()).roots
             yield Result(
                 {
                     "summary": reply.text,
@@ -248,7 +249,7 @@ class HostApp:
             """A plain coroutine using the imperative context."""
             await ctx.status(f"{topic}: asking")
             answer = await ctx.elicit(f"Publish {topic}?", Confirm)
-            verdict = "published" if answer.accepted and answer.data and answer.data.confirm else "held"
+            verdict = "published" if isinstance(answer, Accepted) and answer.data.confirm else "held"
             return f"{topic} {verdict} (task {ctx.task_id is not None})"
 
     def gate(self, label: str) -> anyio.Event:

@@ -3,7 +3,7 @@
 
 from pydantic import BaseModel
 
-from mcptasks import Elicit, Result, Sample, TaskServer, Unsupported
+from mcptasks import Accepted, Elicit, Result, Sample, TaskServer, Unsupported
 
 app = TaskServer("capabilities")
 
@@ -26,7 +26,7 @@ async def release(version: str):
     answer = yield Elicit(f"Release {version}?", schema=Confirm)
     if isinstance(answer, Unsupported):  # the client did not declare `elicitation`: never asked
         yield Result(f"{version} not released: this client cannot approve it")
-    if answer.accepted and answer.data is not None and answer.data.confirm:
+    if isinstance(answer, Accepted) and answer.data.confirm:
         yield Result(f"{version} released")
     yield Result(f"{version} not released")
 
@@ -42,7 +42,7 @@ async def summarize(text: str):
 async def wipe(device: str):
     """The question may not be skipped: without `elicitation` the call fails with -32021."""
     answer = yield Elicit(f"Erase {device}?", schema=Confirm, required=True)
-    yield Result(f"erased {device}" if answer.accepted and answer.data.confirm else "kept")
+    yield Result(f"erased {device}" if isinstance(answer, Accepted) and answer.data.confirm else "kept")
 
 
 # --8<-- [end:capabilities]
@@ -54,7 +54,7 @@ async def deploy(env: str):
     """Deploys first, then asks: the deployment must never run twice for one call."""
     done = deploy_to(env)
     answer = yield Elicit(f"{done}. Announce it?", schema=Confirm)
-    yield Result("announced" if answer.accepted and answer.data.confirm else "not announced")
+    yield Result("announced" if isinstance(answer, Accepted) and answer.data.confirm else "not announced")
 
 
 # --8<-- [end:replay]

@@ -6,7 +6,7 @@ Run it:  mcptasks serve docs/snippets/concepts_reports.py --transport http --por
 import anyio
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, ProtocolError, Result, TaskServer
+from mcptasks import Accepted, Elicit, ProtocolError, Result, TaskServer
 
 app = TaskServer("reports")
 
@@ -25,7 +25,7 @@ async def monthly_report(month: str):
     yield f"collecting figures for {month}"
     await anyio.sleep(0.5)  # stands in for real work
     answer = yield Elicit(f"Include draft figures in the {month} report?", schema=Drafts, key="drafts")
-    drafts = answer.accepted and answer.data.include_drafts
+    drafts = isinstance(answer, Accepted) and answer.data.include_drafts
     yield "rendering"
     yield Result({"month": month, "pages": 12, "drafts": drafts})
 
@@ -42,7 +42,7 @@ async def sync_ledger():
 async def close_month(month: str):
     """Close the books for `month`, after a confirmation asked on the call itself."""
     answer = yield Elicit(f"Close the books for {month}?", schema=Confirm, key="confirm", before_task=True)
-    if not (answer.accepted and answer.data.confirm):
+    if not (isinstance(answer, Accepted) and answer.data.confirm):
         yield Result(f"{month} left open")
     yield f"closing {month}"
     await anyio.sleep(0.2)

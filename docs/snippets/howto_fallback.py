@@ -7,7 +7,7 @@ Run it:  mcptasks serve docs/snippets/howto_fallback.py --transport http --port 
 import anyio
 from pydantic import BaseModel, Field
 
-from mcptasks import Elicit, EngineConfig, Result, TaskServer
+from mcptasks import Accepted, Elicit, EngineConfig, Result, TaskServer
 
 # --8<-- [end:head]
 
@@ -27,7 +27,7 @@ async def export_table(table: str):
     yield f"counting the rows of {table}"
     await anyio.sleep(0.2)
     answer = yield Elicit(f"{table} has 2,000,000 rows. Export all of them?", schema=Confirm)
-    if not (answer.accepted and answer.data.confirm):
+    if not (isinstance(answer, Accepted) and answer.data.confirm):
         yield Result("export skipped")
     yield f"exporting {table}"
     await anyio.sleep(0.2)

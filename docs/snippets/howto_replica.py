@@ -14,7 +14,7 @@ import anyio
 from mcp.server.mcpserver import RequestStateSecurity
 from pydantic import BaseModel
 
-from mcptasks import Elicit, Result, TaskServer
+from mcptasks import Accepted, Elicit, Result, TaskServer
 
 # --8<-- [start:server]
 app = TaskServer(
@@ -45,7 +45,7 @@ async def deploy(service: str, version: str):
     answer = yield Elicit(
         f"Deploy {service} {version} to production?", schema=Confirm, key="confirm", before_task=True
     )
-    if not (answer.accepted and answer.data.confirm):
+    if not (isinstance(answer, Accepted) and answer.data.confirm):
         yield Result(f"{service} {version}: not deployed")
     for wave in range(1, 4):
         yield f"{service} {version}: wave {wave}/3"

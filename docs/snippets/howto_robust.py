@@ -7,7 +7,7 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from mcptasks import Elicit, EngineConfig, Limits, Result, TaskContext, TaskServer
+from mcptasks import Accepted, Elicit, EngineConfig, Limits, Result, TaskContext, TaskServer
 
 # --8<-- [end:head]
 
@@ -50,7 +50,7 @@ def publish(name: str):
     yield f"checking {name}"
     time.sleep(0.01)
     answer = yield Elicit(f"Publish {name}?", schema=Go)
-    if not (answer.accepted and answer.data and answer.data.go):
+    if not (isinstance(answer, Accepted) and answer.data.go):
         yield Result(f"{name}: not published")
     yield Result(f"{name}: published")
 

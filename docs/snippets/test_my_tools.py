@@ -16,8 +16,9 @@ from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
 
-from mcptasks import Elicit, Result, TaskServer
+from mcptasks import TaskServer
 from mcptasks.client import TasksClient, start_tool_call
+from mcptasks.testing import run_tool
 
 pytestmark = pytest.mark.anyio
 # --8<-- [end:head]
@@ -108,20 +109,20 @@ async def test_a_client_that_cannot_answer_is_never_asked(app: TaskServer) -> No
 
 # --8<-- [start:unit]
 async def test_the_body_directly() -> None:
-    """Drive the generator by hand: no server, no client; `send` plays the client's answers."""
-    body = run_pipeline("test")  # a TaskTool calls the undecorated function
-    statuses = []
-    item = await body.__anext__()
-    while isinstance(item, str):
-        statuses.append(item)
-        item = await body.__anext__()
-    assert isinstance(item, Elicit)
-    item = await body.asend(item.parse({"action": "accept", "content": {"publish": False}}))
-    while not isinstance(item, Result):
-        item = await body.__anext__()
-    await body.aclose()
-    assert statuses[0] == "starting the test pipeline"
-    assert item.value.published is False
+    """Run just the body: no server, no client; `answer` plays the client."""
+    run = await run_tool(run_pipeline, {"kind": "test"}, answer=lambda request: {"action": "decline"})
+    assert run.statuses[0] == "starting the test pipeline"
+    assert [request.method for request in run.asked] == ["elicitation/create"]
+    assert run.result["structuredContent"]["published"] is False
+
+
+async def test_the_generator_by_hand() -> None:
+    """A `TaskTool` called directly calls the undecorated function: here, an async generator."""
+    body = run_pipeline("test")
+    try:
+        assert await body.__anext__() == "starting the test pipeline"
+    finally:
+        await body.aclose()
 
 
 # --8<-- [end:unit]

@@ -10,14 +10,13 @@ from pydantic import BaseModel
 
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.yields import (
+    Answer,
     Elicit,
-    Elicitation,
     InputRequest,
     ListRoots,
-    Root,
+    RootsAnswer,
     Sample,
-    SampleResult,
-    Unsupported,
+    SampleAnswer,
 )
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -130,38 +129,34 @@ class TaskContext:
     @overload
     async def elicit(
         self, message: str, schema: type[ModelT], *, required: bool = False
-    ) -> Elicitation[ModelT] | Unsupported: ...
+    ) -> Answer[ModelT]: ...
 
     @overload
     async def elicit(
         self, message: str, schema: dict[str, Any] | None = None, *, required: bool = False
-    ) -> Elicitation[dict[str, Any]] | Unsupported: ...
+    ) -> Answer[dict[str, Any]]: ...
 
     async def elicit(
         self, message: str, schema: type[BaseModel] | dict[str, Any] | None = None, *, required: bool = False
-    ) -> Elicitation[Any] | Unsupported:
+    ) -> Answer[Any]:
         """Ask the user (`elicitation/create`); the task is `input_required` until answered.
 
         `Unsupported` when the client did not declare `elicitation` (see `Elicit` for `required`).
         """
-        answer: Elicitation[Any] | Unsupported = await self.request(
-            Elicit(message, schema, required=required)
-        )
+        answer: Answer[Any] = await self.request(Elicit(message, schema, required=required))
         return answer
 
-    async def sample(
-        self, messages: str | Sequence[str | dict[str, Any]], **options: Any
-    ) -> SampleResult | Unsupported:
+    async def sample(self, messages: str | Sequence[str | dict[str, Any]], **options: Any) -> SampleAnswer:
         """Ask the client's model (`sampling/createMessage`); options as for `Sample`.
 
         `Unsupported` when the client did not declare `sampling`.
         """
-        answer: SampleResult | Unsupported = await self.request(Sample(messages, **options))
+        answer: SampleAnswer = await self.request(Sample(messages, **options))
         return answer
 
-    async def list_roots(self, *, required: bool = False) -> list[Root] | Unsupported:
+    async def list_roots(self, *, required: bool = False) -> RootsAnswer:
         """Ask the client for its roots (`roots/list`); `Unsupported` when it did not declare `roots`."""
-        answer: list[Root] | Unsupported = await self.request(ListRoots(required=required))
+        answer: RootsAnswer = await self.request(ListRoots(required=required))
         return answer
 
     async def request(self, request: InputRequest) -> Any:

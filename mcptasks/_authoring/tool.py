@@ -14,12 +14,12 @@ import typing
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, TypedDict, TypeVar, overload
+from typing import Any, Generic, Literal, Protocol, TypedDict, overload
 
 import anyio.to_thread
 from anyio import CapacityLimiter
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-from typing_extensions import Unpack
+from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from mcptasks._authoring.capabilities import INPUT_CAPABILITIES, InputCapability
 from mcptasks._authoring.context import TaskContext
@@ -32,7 +32,10 @@ FallbackMode = Literal["inline", "tools", "reject"]
 
 FALLBACK_MODES: tuple[str, ...] = ("inline", "tools", "reject")
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P", default=...)
+R = TypeVar("R", default=Any)
+P2 = ParamSpec("P2")
+R2 = TypeVar("R2")
 
 TaskBody = Callable[..., AsyncGenerator[Any, Any]] | Callable[..., Awaitable[Any]]
 
@@ -62,15 +65,21 @@ def _first_line_description(fn: Callable[..., Any]) -> str:
 
 
 @dataclass(eq=False)
-class TaskTool:
-    """A task tool: the body plus everything `tools/list` and the engine need to know about it."""
+class TaskTool(Generic[P, R]):
+    """A task tool: the body plus everything `tools/list` and the engine need to know about it.
 
-    fn: Callable[..., Any]
+    Generic in the function's parameters and return type, so a type checker sees the signature:
+    `tool(...)` calls the undecorated function (see `__call__`).
+    """
+
+    fn: Callable[P, R]
+    """The undecorated function."""
     name: str
     description: str
     input_schema: dict[str, Any]
     task_support: TaskSupport = "optional"
     ttl_ms: int | None = None
+    timeout_ms: int | None = None
     poll_interval_ms: int | None = None
     title: str | None = None
     annotations: dict[str, Any] | None = None
@@ -111,14 +120,15 @@ class TaskTool:
         A `def` body becomes one too, running in worker threads bounded by `limiter`.
         """
         kwargs = dict(arguments)
+        fn: Callable[..., Any] = self.fn
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = context
         if self.threaded:
             limiter = limiter if limiter is not None else anyio.to_thread.current_default_thread_limiter()
             if self.is_generator:
-                return ThreadedGenerator(self.fn(**kwargs), limiter)
-            return run_in_thread(self.fn, kwargs, limiter)
-        return self.fn(**kwargs)
+                return ThreadedGenerator(fn(**kwargs), limiter)
+            return run_in_thread(fn, kwargs, limiter)
+        return fn(**kwargs)
 
     def definition(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it (task support under `_meta[EXTENSION_ID]`)."""
@@ -134,8 +144,9 @@ class TaskTool:
         tool["_meta"] = {**self.meta, EXTENSION_ID: {"taskSupport": self.task_support}}
         return tool
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the undecorated function (handy in unit tests)."""
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the undecorated function: an `async def` generator's object, a coroutine, or a
+        `def` body's return value (for unit tests; no task, no engine)."""
         return self.fn(*args, **kwargs)
 
 
@@ -155,7 +166,10 @@ class TaskToolOptions(TypedDict, total=False):
     - `task_support`: `"optional"` (default) runs the tool inline for a request that did not opt in
       to the tasks extension; `"required"` rejects such a request with -32021.
     - `ttl`: seconds or timedelta (None = unlimited; default one hour) the task and its result are
-      kept, counted from creation. A body still running at its TTL is stopped and failed.
+      kept, counted from creation (the task's `ttl` field). It is no deadline: a task still running
+      is kept, and one that ends after its first expiry is kept for another `ttl` after its end.
+    - `timeout`: seconds or timedelta a run of the body may take (default None: no limit). A body
+      still running then is stopped and the task fails (-32603, `data.reason: "timeout"`).
     - `poll_interval`: the `pollIntervalMs` clients are told (default one second).
     - `annotations`, `meta`: the tool's MCP annotations and extra `_meta`.
     - `input_before_task`: the body may ask for input before the task exists: on an opted-in call
@@ -181,6 +195,7 @@ class TaskToolOptions(TypedDict, total=False):
     description: str | None
     task_support: TaskSupport
     ttl: float | timedelta | None
+    timeout: float | timedelta | None
     poll_interval: float | timedelta
     annotations: Mapping[str, Any] | None
     meta: Mapping[str, Any] | None
@@ -192,24 +207,8 @@ class TaskToolOptions(TypedDict, total=False):
     replay_safe: bool
 
 
-def _build(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    task_support: TaskSupport = "optional",
-    ttl: float | timedelta | None = DEFAULT_TTL_SECONDS,
-    poll_interval: float | timedelta = DEFAULT_POLL_INTERVAL_SECONDS,
-    annotations: Mapping[str, Any] | None = None,
-    meta: Mapping[str, Any] | None = None,
-    retry_on_crash: bool = False,
-    max_attempts: int = 3,
-    input_before_task: bool = False,
-    fallback: FallbackMode | None = None,
-    required_capabilities: Sequence[InputCapability] = (),
-    replay_safe: bool = True,
-) -> TaskTool:
+def _body_kind(fn: Callable[..., Any]) -> tuple[bool, bool]:
+    """`(threaded, is_generator)` for a body, or `TypeError` when `fn` cannot be one."""
     if isinstance(fn, TaskTool):
         raise TypeError(f"{fn.name!r} is already a task tool")
     if not callable(fn):
@@ -221,34 +220,56 @@ def _build(
             f"@task_tool decorates a function ('async def' or 'def', with or without 'yield'); "
             f"{getattr(fn, '__qualname__', fn)!r} is not one"
         )
-    tool_name = name if name is not None else fn.__name__
-    if not _TOOL_NAME.match(tool_name):
-        raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of A-Z a-z 0-9 _ - .")
+    return threaded, is_generator
+
+
+def _check_name(name: str, task_support: str, fallback: str | None) -> None:
+    if not _TOOL_NAME.match(name):
+        raise ValueError(f"invalid tool name {name!r}: use 1-128 characters of A-Z a-z 0-9 _ - .")
     if task_support not in ("optional", "required"):
         raise ValueError(f"task_support must be 'optional' or 'required', got {task_support!r}")
     if fallback is not None and fallback not in FALLBACK_MODES:
         raise ValueError(f"fallback must be one of {', '.join(FALLBACK_MODES)} or None, got {fallback!r}")
-    if input_before_task and not is_generator:
-        raise TypeError(
-            f"task tool {tool_name!r}: input_before_task needs a generator body (one with 'yield')"
-        )
-    if isinstance(required_capabilities, str):
-        required_capabilities = (required_capabilities,)  # type: ignore[assignment]
-    required = tuple(required_capabilities)
+
+
+def _checked_capabilities(name: str, capabilities: Sequence[InputCapability]) -> tuple[InputCapability, ...]:
+    required = (capabilities,) if isinstance(capabilities, str) else tuple(capabilities)
     unknown = [c for c in required if c not in INPUT_CAPABILITIES]
     if unknown:
         raise ValueError(
-            f"task tool {tool_name!r}: required_capabilities takes {', '.join(INPUT_CAPABILITIES)}; "
+            f"task tool {name!r}: required_capabilities takes {', '.join(INPUT_CAPABILITIES)}; "
             f"got {', '.join(repr(c) for c in unknown)}"
         )
-    if input_before_task and not replay_safe:
+    return tuple(dict.fromkeys(required))  # type: ignore[arg-type]
+
+
+def _check_rounds(name: str, is_generator: bool, options: TaskToolOptions) -> None:
+    before = options.get("input_before_task", False)
+    if before and not is_generator:
+        raise TypeError(f"task tool {name!r}: input_before_task needs a generator body (one with 'yield')")
+    if before and not options.get("replay_safe", True):
         raise ValueError(
-            f"task tool {tool_name!r}: input_before_task rounds replay the body from its start, so "
+            f"task tool {name!r}: input_before_task rounds replay the body from its start, so "
             "they cannot be combined with replay_safe=False"
         )
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    attempts = options.get("max_attempts", 3)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, got {attempts!r}")
 
+
+def _parameter_field(name: str, parameter: inspect.Parameter, annotation: Any) -> tuple[Any, Any]:
+    if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        raise TypeError(f"task tool {name!r}: *args / **kwargs parameters are not supported")
+    if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+        raise TypeError(f"task tool {name!r}: positional-only parameters are not supported")
+    if parameter.name.startswith("_"):
+        raise TypeError(f"task tool {name!r}: parameter names must not start with '_'")
+    default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+    return (annotation, default)
+
+
+def _arguments(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], dict[str, Any], str | None]:
+    """The arguments model, its JSON schema and the `TaskContext` parameter (if any) of `fn`."""
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     context_parameter: str | None = None
@@ -256,68 +277,87 @@ def _build(
         annotation = hints.get(parameter.name, Any)
         if _is_context_annotation(annotation):
             context_parameter = parameter.name
-            continue
-        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            raise TypeError(f"task tool {tool_name!r}: *args / **kwargs parameters are not supported")
-        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
-            raise TypeError(f"task tool {tool_name!r}: positional-only parameters are not supported")
-        if parameter.name.startswith("_"):
-            raise TypeError(f"task tool {tool_name!r}: parameter names must not start with '_'")
-        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
-        fields[parameter.name] = (annotation, default)
-
-    arguments_model = create_model(
-        f"{tool_name}Arguments",
-        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=False),
-        **fields,
+        else:
+            fields[parameter.name] = _parameter_field(name, parameter, annotation)
+    model = create_model(
+        f"{name}Arguments", __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=False), **fields
     )
-    schema = arguments_model.model_json_schema()
+    schema = model.model_json_schema()
     schema.pop("title", None)
     schema.setdefault("properties", {})
+    return model, schema, context_parameter
 
+
+def _build(fn: Callable[P, R], options: TaskToolOptions) -> TaskTool[P, R]:
+    threaded, is_generator = _body_kind(fn)
+    given = options.get("name")
+    name = given if given is not None else fn.__name__
+    task_support = options.get("task_support", "optional")
+    fallback = options.get("fallback")
+    _check_name(name, task_support, fallback)
+    _check_rounds(name, is_generator, options)
+    required = _checked_capabilities(name, options.get("required_capabilities", ()))
+    model, schema, context_parameter = _arguments(fn, name)
+    description = options.get("description")
+    retry_on_crash = bool(options.get("retry_on_crash", False))
+    annotations = options.get("annotations")
     return TaskTool(
         fn=fn,
-        name=tool_name,
-        title=title,
+        name=name,
+        title=options.get("title"),
         description=description if description is not None else _first_line_description(fn),
         input_schema=schema,
         task_support=task_support,
-        ttl_ms=_to_ms(ttl, "ttl", allow_none=True),
-        poll_interval_ms=_to_ms(poll_interval, "poll_interval", allow_none=False),
+        ttl_ms=_to_ms(options.get("ttl", DEFAULT_TTL_SECONDS), "ttl", allow_none=True),
+        timeout_ms=_to_ms(options.get("timeout"), "timeout", allow_none=True),
+        poll_interval_ms=_to_ms(
+            options.get("poll_interval", DEFAULT_POLL_INTERVAL_SECONDS), "poll_interval", allow_none=False
+        ),
         annotations=dict(annotations) if annotations else None,
-        meta=dict(meta or {}),
+        meta=dict(options.get("meta") or {}),
         is_generator=is_generator,
         threaded=threaded,
         context_parameter=context_parameter,
-        arguments_model=arguments_model,
-        retry_on_crash=bool(retry_on_crash),
-        max_attempts=max_attempts if retry_on_crash else 1,
-        input_before_task=bool(input_before_task),
+        arguments_model=model,
+        retry_on_crash=retry_on_crash,
+        max_attempts=options.get("max_attempts", 3) if retry_on_crash else 1,
+        input_before_task=bool(options.get("input_before_task", False)),
         fallback=fallback,
-        required_capabilities=tuple(dict.fromkeys(required)),
-        replay_safe=bool(replay_safe),
+        required_capabilities=required,
+        replay_safe=bool(options.get("replay_safe", True)),
     )
 
 
-@overload
-def task_tool(fn: Callable[..., Any], /) -> TaskTool: ...
+class TaskToolDecorator(Protocol):
+    """What `@task_tool(...)` with options returns: a decorator keeping the function's signature."""
+
+    def __call__(self, fn: Callable[P2, R2], /) -> TaskTool[P2, R2]:
+        """Make `fn` a task tool."""
 
 
 @overload
-def task_tool(**options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+def task_tool(fn: Callable[P2, R2], /) -> TaskTool[P2, R2]: ...
+
+
+@overload
+def task_tool(**options: Unpack[TaskToolOptions]) -> TaskToolDecorator: ...
 
 
 def task_tool(
-    fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskToolOptions]
-) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
+    fn: Callable[P2, R2] | None = None, /, **options: Unpack[TaskToolOptions]
+) -> TaskTool[P2, R2] | TaskToolDecorator:
     """Declare a task tool: `@task_tool` bare or `@task_tool(...)` with `TaskToolOptions`.
 
     The function is an `async def` generator or coroutine, or a `def` generator or function (a
-    `def` body runs in worker threads, bounded by `Limits.threads`).
+    `def` body runs in worker threads, bounded by `Limits.threads`). The `TaskTool` keeps the
+    function's signature: calling it calls the function (handy in unit tests).
     """
+    unknown = set(options) - set(TaskToolOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"task_tool got unexpected options: {', '.join(sorted(unknown))}")
 
-    def decorate(function: Callable[..., Any]) -> TaskTool:
-        return _build(function, **options)
+    def decorate(function: Callable[P, R]) -> TaskTool[P, R]:
+        return _build(function, options)
 
     if fn is not None:
         return decorate(fn)

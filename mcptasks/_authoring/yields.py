@@ -1,11 +1,13 @@
 """What a task body may `yield`, and what the `yield` expression evaluates to.
 
-- `str` or `Status(...)`: sets `statusMessage`; evaluates to None.
+- `str`: sets `statusMessage`; evaluates to None (`Status(...)` says the same).
 - An input request (`Elicit`, `Sample`, `ListRoots`, raw `InputRequest`): the task goes
   `input_required` until the client answers; evaluates to the parsed answer.
 - `Inputs(a, b, ...)` (or a tuple/list of requests): all keys outstanding at once; evaluates to a
   tuple of answers in the same order once every key is answered.
 - `Result(value)`: ends the task with `value` as the tool result.
+- `Delegate(helper(...))`: runs a helper async generator as part of the body; evaluates to the
+  value of the helper's `Result` (None when it just ends).
 
 An input request whose client capability (`elicitation`, `sampling`, `roots`) the client did not
 declare is never sent: the `yield` evaluates to `Unsupported` instead, or, for a request made with
@@ -14,9 +16,9 @@ declare is never sent: the `yield` evaluates to `Unsupported` instead, or, for a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -26,13 +28,22 @@ T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+Yields: TypeAlias = AsyncGenerator[Any, Any]
+"""The return annotation of a generator body (`async def tool(...) -> Yields:`): it may yield any
+of the values above, and each `yield` evaluates to an untyped value; annotate the variable that
+takes an answer (`answer: Answer[Model] = yield Elicit(...)`) to have it checked."""
+
+
 class InvalidAnswer(MCPTasksError):
     """A client's answer did not fit the request; the request is issued again with this reason."""
 
 
 @dataclass(frozen=True)
 class Status:
-    """Set the task's `statusMessage` (the extension's only progress channel)."""
+    """Set the task's `statusMessage` (the extension's only progress channel).
+
+    `yield "text"` says the same and is the usual form; `Status` is for code that builds the
+    value to yield elsewhere."""
 
     message: str
 
@@ -42,6 +53,30 @@ class Result:
     """End the task; `value` becomes the `CallToolResult` exactly like a plain tool's return value."""
 
     value: Any
+
+
+class Delegate:
+    """Run a helper async generator as part of the body: `value = yield Delegate(helper(...))`.
+
+    Everything the helper yields is handled as if the body had yielded it (its statuses are
+    published, its questions asked and their answers sent back into the helper). The helper ends
+    with `yield Result(value)` (an async generator cannot `return` a value), and `value` becomes
+    what the body's `yield` evaluates to (None when the helper just ends). An exception the helper
+    raises is raised at the body's `yield`; a cancellation reaches the helper first. Helpers may
+    delegate in turn.
+    """
+
+    __slots__ = ("helper",)
+
+    def __init__(self, helper: AsyncGenerator[Any, Any]) -> None:
+        if not isinstance(helper, AsyncGenerator):
+            raise TypeError(
+                f"Delegate takes an async generator (call the helper: helper(...)), not {helper!r}"
+            )
+        self.helper = helper
+
+    def __repr__(self) -> str:
+        return f"Delegate({getattr(self.helper, '__qualname__', self.helper)!r})"
 
 
 class InputRequest:
@@ -96,9 +131,7 @@ class InputRequest:
 class Unsupported:
     """The answer to an input request the client cannot take: it did not declare `capability`.
 
-    The request was never sent. Branch on it with `isinstance(answer, Unsupported)`. It reads
-    like a declined elicitation (`accepted` is False, `data` is None, and it is falsy), so an
-    approval gate written as `if answer.accepted and ...` defaults to "no".
+    The request was never sent. Branch on it with `match` or `isinstance`, like the other answers.
     """
 
     method: str
@@ -106,29 +139,42 @@ class Unsupported:
     capability: str
     """The client capability it needs: `elicitation`, `sampling` or `roots`."""
     action: ClassVar[Literal["unsupported"]] = "unsupported"
-    accepted: ClassVar[Literal[False]] = False
-    data: ClassVar[None] = None
-    content: ClassVar[None] = None
-
-    def __bool__(self) -> bool:
-        return False
 
 
 @dataclass(frozen=True)
-class Elicitation(Generic[T]):
-    """The answer to `Elicit`: `action` is accept, decline or cancel; `data` is set on accept."""
+class Accepted(Generic[T]):
+    """The user accepted an `Elicit`: `data` is the content, validated into the schema's model."""
 
-    action: Literal["accept", "decline", "cancel"]
-    data: T | None = None
-    content: dict[str, Any] | None = field(default=None, repr=False)
+    data: T
+    content: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The raw content as the client sent it."""
+    action: ClassVar[Literal["accept"]] = "accept"
 
-    @property
-    def accepted(self) -> bool:
-        """True when the user accepted and `data` holds the validated content."""
-        return self.action == "accept"
 
-    def __bool__(self) -> bool:
-        return self.accepted
+@dataclass(frozen=True)
+class Declined:
+    """The user declined an `Elicit` (explicitly said no)."""
+
+    action: ClassVar[Literal["decline"]] = "decline"
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The user dismissed an `Elicit` without choosing (closed the dialog)."""
+
+    action: ClassVar[Literal["cancel"]] = "cancel"
+
+
+Elicitation: TypeAlias = Accepted[T] | Declined | Cancelled
+"""What the client answered to an `Elicit`; narrow it with `match` or `isinstance`."""
+
+Answer: TypeAlias = Accepted[T] | Declined | Cancelled | Unsupported
+"""What `yield Elicit(message, Model)` evaluates to: annotate with `Answer[Model]`.
+
+A generator has one send type, so the `yield` expression itself is untyped; annotating the
+variable (`answer: Answer[Publish] = yield Elicit(..., Publish)`) lets a type checker narrow it:
+`match answer: case Accepted(data=d): ...` gives `d` the type `Publish`.
+"""
 
 
 def _elicitation_schema(schema: type[BaseModel] | dict[str, Any] | None) -> dict[str, Any]:
@@ -150,7 +196,8 @@ class Elicit(InputRequest, Generic[ModelT]):
 
     With a pydantic model as `schema`, an accepted answer is validated into an instance; content
     that does not validate is asked for again, with the validation error added to the message.
-    Evaluates to an `Elicitation`.
+    Evaluates to `Accepted(data)`, `Declined()` or `Cancelled()` (or `Unsupported`): annotate
+    the variable with `Answer[Model]` to have it type-checked.
     """
 
     def __init__(
@@ -177,8 +224,10 @@ class Elicit(InputRequest, Generic[ModelT]):
         if not isinstance(response, dict):
             raise InvalidAnswer("the answer must be an object with an 'action'")
         action = response.get("action")
-        if action in ("decline", "cancel"):
-            return Elicitation(action=action)
+        if action == "decline":
+            return Declined()
+        if action == "cancel":
+            return Cancelled()
         if action != "accept":
             raise InvalidAnswer(f"unknown elicitation action {action!r}")
         content = response.get("content", {})
@@ -196,7 +245,7 @@ class Elicit(InputRequest, Generic[ModelT]):
                 raise InvalidAnswer(problems) from None
         else:
             data = content
-        return Elicitation(action="accept", data=data, content=content)
+        return Accepted(data=data, content=content)
 
     def retry_with(self, reason: str) -> Elicit[ModelT]:
         """The same question, telling the user what was wrong with the last answer."""
@@ -210,7 +259,7 @@ class Elicit(InputRequest, Generic[ModelT]):
         )
 
 
-class SampleResult(BaseModel):
+class Sampled(BaseModel):
     """The answer to `Sample`: the client's `CreateMessageResult`."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -235,8 +284,13 @@ def _message(item: str | dict[str, Any]) -> dict[str, Any]:
     raise ValueError("a sampling message is a str or a {'role', 'content'} dict")
 
 
+SampleAnswer: TypeAlias = Sampled | Unsupported
+"""What `yield Sample(...)` evaluates to."""
+
+
 class Sample(InputRequest):
-    """Ask the client's model for a completion (`sampling/createMessage`); evaluates to `SampleResult`."""
+    """Ask the client's model for a completion (`sampling/createMessage`); evaluates to `Sampled`
+    (or `Unsupported`): annotate the variable with `SampleAnswer`."""
 
     def __init__(
         self,
@@ -265,10 +319,10 @@ class Sample(InputRequest):
             "sampling/createMessage", params, key=key, before_task=before_task, required=required
         )
 
-    def parse(self, response: Any) -> SampleResult:
+    def parse(self, response: Any) -> Sampled:
         """Validate the `CreateMessageResult`."""
         try:
-            return SampleResult.model_validate(_camel_to_snake(response))
+            return Sampled.model_validate(_camel_to_snake(response))
         except ValidationError as exc:
             raise InvalidAnswer(f"invalid sampling result: {exc.errors()[0]['msg']}") from None
 
@@ -291,18 +345,30 @@ class Root(BaseModel):
 _ROOTS = TypeAdapter(list[Root])
 
 
+@dataclass(frozen=True)
+class Roots:
+    """The answer to `ListRoots`: the client's roots."""
+
+    roots: list[Root]
+
+
+RootsAnswer: TypeAlias = Roots | Unsupported
+"""What `yield ListRoots()` evaluates to."""
+
+
 class ListRoots(InputRequest):
-    """Ask the client for its roots (`roots/list`); evaluates to a list of `Root`."""
+    """Ask the client for its roots (`roots/list`); evaluates to `Roots` (or `Unsupported`):
+    annotate the variable with `RootsAnswer`."""
 
     def __init__(self, *, key: str | None = None, before_task: bool = False, required: bool = False) -> None:
         super().__init__("roots/list", {}, key=key, before_task=before_task, required=required)
 
-    def parse(self, response: Any) -> list[Root]:
+    def parse(self, response: Any) -> Roots:
         """Validate `{roots: [...]}`."""
         if not isinstance(response, dict):
             raise InvalidAnswer("the answer must be an object with 'roots'")
         try:
-            return _ROOTS.validate_python(response.get("roots"))
+            return Roots(_ROOTS.validate_python(response.get("roots")))
         except ValidationError as exc:
             raise InvalidAnswer(f"invalid roots: {exc.errors()[0]['msg']}") from None
 

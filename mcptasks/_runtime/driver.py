@@ -19,7 +19,7 @@ from mcptasks._authoring.context import BodyChannel
 from mcptasks._authoring.results import error_result, to_call_tool_result
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
-from mcptasks._authoring.yields import InputRequest, Result, Status, as_input_requests
+from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
 from mcptasks._runtime.watchdog import current_body, watched
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
@@ -97,6 +97,8 @@ async def _handle(item: Any, channel: BodyChannel) -> Any:
     if message is not None:
         await channel.set_status(message)
         return None
+    if isinstance(item, Delegate):
+        return await drive_generator(item.helper, channel)
     requests = as_input_requests(item)
     if requests is not None:
         for request in requests:
@@ -104,7 +106,8 @@ async def _handle(item: Any, channel: BodyChannel) -> Any:
         answers = await channel.ask(requests)
         return answers[0] if isinstance(item, InputRequest) else tuple(answers)
     raise UnsupportedYield(
-        f"a task body may yield str, Status, an input request, Inputs or Result; got {type(item).__name__}"
+        "a task body may yield str, Status, an input request, Inputs, Delegate or Result; "
+        f"got {type(item).__name__}"
     )
 
 

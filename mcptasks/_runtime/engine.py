@@ -44,7 +44,7 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
-from mcptasks._runtime.run import TaskRun
+from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.watchdog import Watchdog, current_body
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
@@ -500,6 +500,8 @@ class TaskEngine:
         run = self._runs.pop(task_id, None)
         if run is not None:
             run.ended.set()
+            if run.keeper is not None:
+                run.keeper.cancel()
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -633,10 +635,9 @@ class TaskEngine:
                 run.scope = scope
                 if run.stopped_at is not None or self._closing:
                     scope.cancel()
-                if run.expires_at is not None:
-                    ttl = run.expires_at - time.time()
-                    margin = min(1.0, max(ttl, 0.0) * 0.05)
-                    scope.deadline = anyio.current_time() + ttl - margin
+                if tool.timeout_ms is not None:
+                    scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
+                self._keep_while_running(run, tool)
                 declared = run.record.client_capabilities if run.record is not None else None
                 channel = gated(run, declared, tool.name)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
@@ -676,16 +677,6 @@ class TaskEngine:
         if carried is not None:
             await run.save(carried)
         return body, pending
-
-    def _stopped_outcome(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> Outcome | None:
-        """What a run the engine cancelled records (None: released at shutdown)."""
-        if run.stop_outcome is not None:
-            return run.stop_outcome
-        if anyio.current_time() >= scope.deadline:
-            return self._ttl_outcome(tool)
-        if self._closing:
-            return None
-        return _HALTED  # stopped because the record ended or vanished: nothing left to write
 
     async def _settle_shielded(self, run: TaskRun, outcome: Outcome | None) -> None:
         run.ending = True
@@ -758,12 +749,29 @@ class TaskEngine:
                 run.final = outcome
                 logger.info("recorded the end of task %s after the task store came back", task_id)
 
+    def _stopped_outcome(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> Outcome | None:
+        """The outcome of a body this engine cancelled (None: shutting down)."""
+        if run.stop_outcome is not None:
+            return run.stop_outcome
+        if anyio.current_time() >= scope.deadline:
+            return self._timeout_outcome(tool)
+        if self._closing:
+            return None
+        return _HALTED  # stopped because the record ended or vanished: nothing left to write
+
     @staticmethod
-    def _ttl_outcome(tool: TaskTool) -> Outcome:
-        message = f"The task exceeded its time-to-live ({tool.ttl_ms} ms) and was stopped."
-        return Outcome(
-            "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": "ttl"}}
-        )
+    def _timeout_outcome(tool: TaskTool) -> Outcome:
+        timeout_ms = tool.timeout_ms
+        message = f"The task ran longer than its timeout ({timeout_ms} ms) and was stopped."
+        data = {"reason": "timeout", "timeoutMs": timeout_ms}
+        return Outcome("failed", error={"code": INTERNAL_ERROR, "message": message, "data": data})
+
+    def _keep_while_running(self, run: TaskRun, tool: TaskTool) -> None:
+        """Keep the record of a running body from expiring: `ttl` is retention, not a deadline."""
+        if tool.ttl_ms is None or run.expires_at is None or self._task_group is None:
+            return
+        run.keeper = anyio.CancelScope()
+        self._task_group.start_soon(run.keep_record, tool.ttl_ms, run.keeper)
 
     async def run_inline(
         self,
@@ -798,6 +806,10 @@ class TaskEngine:
                 return None
             if only_attempt is not None and record.attempt != only_attempt:
                 return None
+            tool = self.tools.get(record.tool)
+            ttl_ms = None if tool is None else tool.ttl_ms
+            if ttl_ms is not None and record.ttl_ms is not None and record.ttl_ms > ttl_ms:
+                record = retained(record, ttl_ms) or record  # it ran past its first expiry
             return record.evolve(
                 status=outcome.status,
                 result=outcome.result,

@@ -7,6 +7,7 @@ The run writes its own record (statuses, checkpoints, input requests, taking ans
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
@@ -26,6 +27,14 @@ from mcptasks.wire import INVALID_PARAMS
 T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
+
+
+def retained(record: TaskRecord, ttl_ms: int) -> TaskRecord | None:
+    """`record` kept until one `ttl_ms` from now, when that is later than its expiry (else None)."""
+    if record.ttl_ms is None:
+        return None
+    wanted = math.ceil((time.time() - record.created_at) * 1000) + ttl_ms
+    return record.evolve(ttl_ms=wanted) if wanted > record.ttl_ms else None
 
 
 class RunHost(Protocol):
@@ -99,6 +108,7 @@ class TaskRun:
         "flushing",
         "holding",
         "host",
+        "keeper",
         "next_status_at",
         "owner",
         "pending_status",
@@ -133,6 +143,8 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The newest copy of the record this run wrote or read (saves a read before a write)."""
         self.scope: anyio.CancelScope | None = None
+        self.keeper: anyio.CancelScope | None = None
+        """Cancelled when the body ends: stops pushing back the record's expiry."""
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
         self.stop_outcome: Outcome | None = None
@@ -286,6 +298,26 @@ class TaskRun:
             logger.warning("could not write the status of task %s", self.task_id, exc_info=True)
         finally:
             self.flushing = False
+
+    async def keep_record(self, ttl_ms: int, keeper: anyio.CancelScope) -> None:
+        """Shortly before the record would expire, move its expiry to one `ttl` from now.
+
+        Repeats until the body ends (`keeper` is cancelled then); `_finish` keeps a record that
+        ended after its first expiry for one more `ttl` after its end.
+        """
+        ttl = ttl_ms / 1000
+        margin = min(ttl / 2, 30.0)
+        expires_at = self.expires_at
+        with keeper:
+            while expires_at is not None:
+                await anyio.sleep(max(0.0, expires_at - margin - time.time()))
+                try:
+                    written = await self._write(lambda record: retained(record, ttl_ms))
+                except Exception:
+                    logger.warning("could not extend the ttl of running task %s", self.task_id, exc_info=True)
+                    await anyio.sleep(margin / 2)
+                    continue
+                expires_at = None if written is None else written.expires_at
 
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""

@@ -8,14 +8,18 @@ from typing import Any, Literal, overload
 import anyio
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
-from typing_extensions import Unpack
+from typing_extensions import ParamSpec, TypeVar, Unpack
 
-from mcptasks._authoring.tool import TaskTool, TaskToolOptions
+from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions
 from mcptasks._runtime.config import EngineConfig
 from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.base import TaskStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 Transport = Literal["stdio", "http"]
 
@@ -69,14 +73,14 @@ class TaskServer:
         return str(self.mcp.name)
 
     @overload
-    def task_tool(self, fn: Callable[..., Any]) -> TaskTool: ...
+    def task_tool(self, fn: Callable[P, R]) -> TaskTool[P, R]: ...
 
     @overload
-    def task_tool(self, **options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+    def task_tool(self, **options: Unpack[TaskToolOptions]) -> TaskToolDecorator: ...
 
     def task_tool(
-        self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskToolOptions]
-    ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
+        self, fn: Callable[P, R] | None = None, **options: Unpack[TaskToolOptions]
+    ) -> TaskTool[P, R] | TaskToolDecorator:
         """Register a task tool: `@app.task_tool` or `@app.task_tool(...)` (see `mcptasks.task_tool`)."""
         if fn is not None:
             return self.extension.task_tool(fn)

@@ -32,9 +32,9 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolRequestParams, CallToolResult, RequestParams
 from pydantic import BaseModel, ConfigDict
-from typing_extensions import Unpack
+from typing_extensions import ParamSpec, TypeVar, Unpack
 
-from mcptasks._authoring.tool import TaskTool, TaskToolOptions, task_tool
+from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions, task_tool
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
@@ -45,6 +45,12 @@ from mcptasks.server.listing import TaskToolListing
 from mcptasks.stores.base import TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
+
+P = ParamSpec("P")
+R = TypeVar("R")
+P2 = ParamSpec("P2")
+R2 = TypeVar("R2")
+
 
 _EXTENSIONS_BY_SERVER: weakref.WeakKeyDictionary[MCPServer[Any], TasksExtension] = weakref.WeakKeyDictionary()
 
@@ -152,20 +158,20 @@ class TasksExtension(Extension):
         return [*tools, *self.protocol.fallback_tool_definitions()]
 
     @overload
-    def task_tool(self, fn: Callable[..., Any]) -> TaskTool: ...
+    def task_tool(self, fn: Callable[P, R]) -> TaskTool[P, R]: ...
 
     @overload
-    def task_tool(self, **options: Unpack[TaskToolOptions]) -> Callable[[Callable[..., Any]], TaskTool]: ...
+    def task_tool(self, **options: Unpack[TaskToolOptions]) -> TaskToolDecorator: ...
 
     def task_tool(
-        self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskToolOptions]
-    ) -> TaskTool | Callable[[Callable[..., Any]], TaskTool]:
+        self, fn: Callable[P, R] | None = None, **options: Unpack[TaskToolOptions]
+    ) -> TaskTool[P, R] | TaskToolDecorator:
         """Decorator: `@ext.task_tool` or `@ext.task_tool(...)` with the options of `mcptasks.task_tool`."""
 
-        def decorate(function: Callable[..., Any]) -> TaskTool:
-            return self.add_tool(
-                function if isinstance(function, TaskTool) else task_tool(**options)(function)
-            )
+        def decorate(function: Callable[P2, R2]) -> TaskTool[P2, R2]:
+            tool = function if isinstance(function, TaskTool) else task_tool(**options)(function)
+            self.add_tool(tool)
+            return tool
 
         return decorate(fn) if fn is not None else decorate
 

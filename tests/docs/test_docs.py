@@ -860,6 +860,25 @@ async def test_concepts_outcomes() -> None:
         assert error.error.code == -32050
 
 
+@exercises("concepts_delegate.py")
+async def test_concepts_delegate() -> None:
+    snippet = load_snippet("concepts_delegate.py")
+    async with connect(snippet.app, **BY_HAND) as tasks:
+        task_id = (await tasks.start("migrate_all", {"tables": ["users", "logs"]}))["taskId"]
+        key, request = the_input_request(await tasks.wait_input(task_id))
+        assert request["params"]["message"] == "Migrate users?"
+        await tasks.update(task_id, {key: {"action": "accept", "content": {"confirm": True}}})
+        second = await tasks.wait(
+            task_id,
+            lambda t: t["status"] == "input_required" and key not in t["inputRequests"],
+            what="the second question",
+        )
+        key2, request2 = the_input_request(second)
+        assert request2["params"]["message"] == "Migrate logs?"
+        await tasks.update(task_id, {key2: {"action": "decline"}})
+        assert text((await tasks.finish(task_id))["result"]) == "moved 5 rows"
+
+
 @exercises("concepts_inputs.py")
 async def test_concepts_inputs() -> None:
     snippet = load_snippet("concepts_inputs.py")
@@ -1308,7 +1327,7 @@ def test_howto_testing_example_passes(tmp_path: Path) -> None:
     shutil.copy(SNIPPETS / "test_my_tools.py", tmp_path)
     completed = _pytest("test_my_tools.py", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "5 passed" in completed.stdout, completed.stdout
+    assert "6 passed" in completed.stdout, completed.stdout
 
 
 # -- the reference pages are complete --------------------------------------------------------------

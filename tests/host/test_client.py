@@ -36,7 +36,17 @@ from mcp_types import (
 from processes import clean_env, free_port, serving_http
 from pydantic import BaseModel
 
-from mcptasks import Elicit, InputRequest, ListRoots, ProtocolError, Result, Sample, TaskServer, Unsupported
+from mcptasks import (
+    Accepted,
+    Elicit,
+    InputRequest,
+    ListRoots,
+    ProtocolError,
+    Result,
+    Sample,
+    TaskServer,
+    Unsupported,
+)
 from mcptasks.client import (
     CreateTaskResult,
     DetailedTask,
@@ -358,7 +368,7 @@ def relisting_app(relists: int) -> tuple[TaskServer, dict[str, Any]]:
         answer = yield Elicit("Proceed?", schema=Confirm, key="proceed")
         yield "answer received"
         await served_stale.wait()
-        yield Result(f"proceed={answer.accepted and answer.data is not None and answer.data.confirm}")
+        yield Result(f"proceed={isinstance(answer, Accepted) and answer.data.confirm}")
 
     protocol = app.extension.protocol
     original = protocol.handle
@@ -572,7 +582,7 @@ def inputs_app() -> TaskServer:
     @app.task_tool(poll_interval=0.05)
     async def summarize(topic: str):
         reply = yield Sample(f"Summarize {topic}", max_tokens=20)
-        roots = yield ListRoots()
+        roots = (yield ListRoots()).roots
         yield Result(f"{reply.text} / {', '.join(root.uri for root in roots)}")
 
     @app.task_tool(poll_interval=0.05)

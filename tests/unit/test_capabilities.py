@@ -10,6 +10,7 @@ from helpers import Client, accept, serve, text_of, wait_for, wait_for_input
 
 from mcptasks import (
     EXTENSION_ID,
+    Accepted,
     Elicit,
     EngineConfig,
     Inputs,
@@ -17,6 +18,7 @@ from mcptasks import (
     MemoryTaskStore,
     ProtocolError,
     Result,
+    Roots,
     Sample,
     TaskContext,
     TaskEngine,
@@ -49,7 +51,7 @@ async def approve():
     answer = yield Elicit("Publish?")
     if isinstance(answer, Unsupported):
         yield Result(f"unsupported: {answer.capability} for {answer.method}")
-    yield Result("published" if answer.accepted else "not published")
+    yield Result("published" if isinstance(answer, Accepted) else "not published")
 
 
 @task_tool(poll_interval=0.05)
@@ -303,7 +305,7 @@ async def test_roots_unsupported_inline() -> None:
     @task_tool
     async def roots():
         listed = yield ListRoots()
-        yield Result(bool(listed))
+        yield Result(isinstance(listed, Roots))
 
     async with serve(roots) as (_, protocol):
         result = await protocol.call_tool("roots", {}, meta=meta(tasks=False))
@@ -312,7 +314,9 @@ async def test_roots_unsupported_inline() -> None:
 
 def test_unsupported_answer_shape() -> None:
     answer = Unsupported("elicitation/create", "elicitation")
-    assert not answer
-    assert answer.accepted is False and answer.data is None and answer.content is None
     assert answer.action == "unsupported"
+    assert not hasattr(answer, "data")  # only `Accepted` has data: narrow first
+    match answer:
+        case Unsupported(method, capability):
+            assert (method, capability) == ("elicitation/create", "elicitation")
     assert answer == Unsupported("elicitation/create", "elicitation")

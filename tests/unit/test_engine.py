@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from mcptasks import (
     ANONYMOUS_OWNER,
     EXTENSION_ID,
+    Accepted,
     Elicit,
     EngineConfig,
     InvalidArguments,
@@ -41,6 +42,7 @@ from mcptasks import (
     TaskNotFound,
     TaskRecord,
     TasksProtocol,
+    TaskStore,
     task_tool,
 )
 
@@ -61,7 +63,7 @@ async def quick(n: int = 1):
 @task_tool
 async def ask_once():
     answer = yield Elicit("value?")
-    yield Result(answer.data)
+    yield Result(answer.data if isinstance(answer, Accepted) else None)
 
 
 @task_tool(poll_interval=60)
@@ -704,10 +706,10 @@ async def test_sweep_deletes_expired_records_only() -> None:
         assert (await client.get(keeper))["status"] == "completed"
 
 
-async def test_body_running_past_its_ttl_is_stopped() -> None:
+async def test_body_running_past_its_timeout_is_stopped_and_failed_with_reason() -> None:
     stopped = anyio.Event()
 
-    @task_tool(ttl=0.2)
+    @task_tool(timeout=0.2)
     async def tool():
         try:
             await anyio.sleep_forever()
@@ -715,28 +717,54 @@ async def test_body_running_past_its_ttl_is_stopped() -> None:
         finally:
             stopped.set()
 
-    async with serve(tool) as (engine, _):
-        record = await engine.start(tool, {}, owner="o")
-        with anyio.fail_after(10):
-            await stopped.wait()
-        await wait_idle(engine)
-        after = await engine.store.get(record.task_id)
-    # Stopped shortly before the TTL; by now the record may already have expired (and vanished).
-    assert after is None or after.status == "failed"
-
-
-async def test_body_running_past_its_ttl_is_failed_with_reason() -> None:
-    @task_tool(ttl=0.2)
-    async def tool() -> None:
-        await anyio.sleep_forever()
-
     store = LingeringStore()
     async with serve(tool, store=store) as (engine, _):
         record = await engine.start(tool, {}, owner="o")
+        with anyio.fail_after(10):
+            await stopped.wait()
         final = await wait_for_status(engine, record.task_id, "failed", owner="o")
-    assert final.error["data"] == {"reason": "ttl"}
-    assert "time-to-live" in final.error["message"]
+    assert final.error["code"] == -32603
+    assert final.error["data"] == {"reason": "timeout", "timeoutMs": 200}
+    assert "timeout (200 ms)" in final.error["message"]
+    assert final.ttl_ms == 3_600_000  # the record is kept as usual
     assert store.statuses(record.task_id) == ["working", "failed"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_body_running_past_its_ttl_completes_and_is_then_expired(kind: str, tmp_path: Path) -> None:
+    store: TaskStore = MemoryTaskStore() if kind == "memory" else SqliteTaskStore(tmp_path / "tasks.db")
+
+    @task_tool(ttl=3)
+    async def tool():
+        created = time.time()
+        while time.time() < created + 4.5:  # well past the first expiry
+            yield "working"
+            await anyio.sleep(0.25)
+        yield Result("done")
+
+    async with serve(tool, store=store) as (engine, _):
+        record = await engine.start(tool, {}, owner="o")
+        final = await wait_for_status(engine, record.task_id, "completed", owner="o")
+        ended = final.updated_at
+        assert final.result is not None and final.result["content"][0]["text"] == "done"
+        # Kept one ttl past its end: not swept before that, swept at it.
+        assert final.expires_at is not None and final.expires_at >= ended + 3
+        assert await engine.sweep(now=ended + 2.5) == 0
+        assert (await engine.get(record.task_id, owner="o")).status == "completed"
+        assert await engine.sweep(now=final.expires_at) == 1
+        assert await engine.store.get(record.task_id) is None
+
+
+async def test_task_ending_within_its_ttl_keeps_its_expiry_from_creation() -> None:
+    @task_tool(ttl=600)
+    async def tool() -> str:
+        return "quick"
+
+    async with serve(tool) as (engine, _):
+        record = await engine.start(tool, {}, owner="o")
+        final = await wait_for_status(engine, record.task_id, "completed", owner="o")
+    assert final.ttl_ms == 600_000
+    assert final.expires_at == record.created_at + 600
 
 
 # -- poll limiting ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from helpers import accept, text_of
 
 from mcptasks import (
     EXTENSION_ID,
+    Accepted,
     Elicit,
     EngineConfig,
     MemoryTaskStore,
@@ -71,7 +72,7 @@ def tools(counter: Counter) -> list[Any]:
         """A coroutine body asking through its context."""
         counter.ran("typed")
         answer = await ctx.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string"}}})
-        return f"hi {answer.data['n'] if answer.accepted and answer.data else '?'}"
+        return f"hi {answer.data['n'] if isinstance(answer, Accepted) else '?'}"
 
     @task_tool
     async def slow():

@@ -10,6 +10,8 @@ from helpers import OPTED_IN_META, Client, accept, opted_in_meta, parse_iso, ser
 
 from mcptasks import (
     EXTENSION_ID,
+    Accepted,
+    Answer,
     Elicit,
     MemoryTaskStore,
     ProtocolError,
@@ -43,7 +45,11 @@ async def required_tool():
 async def asking():
     first = yield Elicit("first?")
     second = yield Elicit("second?")
-    yield Result([first.data, second.data])
+    yield Result([_data(first), _data(second)])
+
+
+def _data(answer: Answer[dict[str, Any]]) -> dict[str, Any] | None:
+    return answer.data if isinstance(answer, Accepted) else None
 
 
 @task_tool

@@ -16,7 +16,7 @@ import pytest
 from helpers import serve, wait_for_input, wait_for_status, wait_idle
 from pydantic import BaseModel
 
-from mcptasks import Elicit, ProtocolError, Result, ToolError, task_tool
+from mcptasks import Accepted, Elicit, ProtocolError, Result, ToolError, task_tool
 from mcptasks.cli.logsetup import JsonFormatter, configure_logging
 
 
@@ -76,7 +76,7 @@ async def protocol_error() -> AsyncIterator[Any]:
 @task_tool
 async def asks() -> AsyncGenerator[Any, Any]:
     answer = yield Elicit("Proceed?", schema=Confirm)
-    yield Result(f"accepted={answer.accepted}")
+    yield Result(f"accepted={isinstance(answer, Accepted)}")
 
 
 @task_tool
@@ -153,7 +153,7 @@ def test_json_lines_carry_the_task_fields() -> None:
         "task_id": "X",
         "tool": "t",
         "status": "failed",
-        "reason": "ttl",
+        "reason": "timeout",
     }.items():
         setattr(record, name, value)
     line = JsonFormatter().format(record)
@@ -161,7 +161,7 @@ def test_json_lines_carry_the_task_fields() -> None:
     assert "\n" not in line
     assert data["level"] == "info" and data["logger"] == "mcptasks.tasks"
     assert data["message"] == "task X failed"
-    assert (data["task_id"], data["tool"], data["status"], data["reason"]) == ("X", "t", "failed", "ttl")
+    assert (data["task_id"], data["tool"], data["status"], data["reason"]) == ("X", "t", "failed", "timeout")
     assert "code" not in data and "detail" not in data  # unset fields are left out
     assert data["time"].endswith("Z")
 

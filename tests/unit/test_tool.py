@@ -90,7 +90,7 @@ def test_ttl_and_poll_interval_are_converted_to_milliseconds() -> None:
     async def a():
         yield Result(None)
 
-    @task_tool(ttl=None, poll_interval=timedelta(seconds=3))
+    @task_tool(ttl=None, timeout=timedelta(minutes=2), poll_interval=timedelta(seconds=3))
     async def b():
         yield Result(None)
 
@@ -101,10 +101,11 @@ def test_ttl_and_poll_interval_are_converted_to_milliseconds() -> None:
     assert (a.ttl_ms, a.poll_interval_ms) == (120_000, 250)
     assert (b.ttl_ms, b.poll_interval_ms) == (None, 3000)
     assert (c.ttl_ms, c.poll_interval_ms) == (3_600_000, 1000)
+    assert (a.timeout_ms, b.timeout_ms, c.timeout_ms) == (None, 120_000, None)  # no deadline by default
     assert c.task_support == "optional"
 
 
-@pytest.mark.parametrize("option", ["ttl", "poll_interval"])
+@pytest.mark.parametrize("option", ["ttl", "timeout", "poll_interval"])
 @pytest.mark.parametrize("value", [0, -1, -0.5, "10", True, timedelta(0), timedelta(seconds=-3)])
 def test_bad_ttl_or_poll_interval_is_rejected_naming_the_option(option: str, value: Any) -> None:
     with pytest.raises((ValueError, TypeError), match=option):
@@ -114,7 +115,7 @@ def test_bad_ttl_or_poll_interval_is_rejected_naming_the_option(option: str, val
             yield Result(None)
 
 
-@pytest.mark.parametrize("option", ["ttl", "poll_interval"])
+@pytest.mark.parametrize("option", ["ttl", "timeout", "poll_interval"])
 @pytest.mark.parametrize("value", [math.inf, math.nan])
 def test_non_finite_ttl_or_poll_interval_is_rejected_naming_the_option(option: str, value: float) -> None:
     with pytest.raises((ValueError, TypeError), match=option):
@@ -378,3 +379,17 @@ def test_calling_the_tool_object_calls_the_function() -> None:
         assert info.value.value == 3
     finally:
         coroutine.close()
+
+
+def test_unknown_option_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match="bogus"):
+        task_tool(bogus=1)  # type: ignore[call-overload]
+
+
+def test_calling_a_task_tool_calls_the_function() -> None:
+    @task_tool
+    def double(n: int) -> int:
+        return 2 * n
+
+    assert double(4) == 8
+    assert double.fn(5) == 10

@@ -10,16 +10,20 @@ from helpers import Client, accept, serve, text_of, wait_for
 from pydantic import BaseModel
 
 from mcptasks import (
+    Accepted,
+    Answer,
+    Cancelled,
+    Declined,
     Elicit,
-    Elicitation,
     InputRequest,
     Inputs,
     InvalidAnswer,
     ListRoots,
     Result,
     Root,
+    Roots,
     Sample,
-    SampleResult,
+    Sampled,
     Status,
     TaskContext,
     task_tool,
@@ -92,8 +96,12 @@ async def test_status_yield_evaluates_to_none() -> None:
 
 @task_tool
 async def confirm_tool():
-    answer = yield Elicit("Proceed?", schema=Confirm)
-    yield Result({"action": answer.action, "data": answer.data.model_dump() if answer.data else None})
+    answer: Answer[Confirm] = yield Elicit("Proceed?", schema=Confirm)
+    match answer:
+        case Accepted(data=data):
+            yield Result({"action": answer.action, "data": data.model_dump()})
+        case _:
+            yield Result({"action": answer.action, "data": None})
 
 
 async def test_elicit_request_on_the_wire() -> None:
@@ -112,7 +120,7 @@ async def test_elicit_request_on_the_wire() -> None:
 
 
 async def test_elicit_accept_gives_validated_model_instance() -> None:
-    seen: list[Elicitation[Confirm]] = []
+    seen: list[Answer[Confirm]] = []
 
     @task_tool
     async def tool():
@@ -127,7 +135,8 @@ async def test_elicit_accept_gives_validated_model_instance() -> None:
         final = await client.finish(task_id)
     assert final["status"] == "completed"
     (answer,) = seen
-    assert answer.accepted and bool(answer)
+    assert isinstance(answer, Accepted)
+    assert answer.action == "accept"
     assert isinstance(answer.data, Confirm)
     assert answer.data == Confirm(confirm=True, note="hi")
     assert answer.content == {"confirm": "true", "note": "hi"}
@@ -217,7 +226,7 @@ async def test_elicit_with_dict_schema_gives_raw_content() -> None:
         assert request["params"]["requestedSchema"] == schema
         await client.answer_only(task_id, accept({"name": "Ada"}))
         await client.finish(task_id)
-    assert seen == [Elicitation(action="accept", data={"name": "Ada"}, content={"name": "Ada"})]
+    assert seen == [Accepted(data={"name": "Ada"}, content={"name": "Ada"})]
 
 
 def test_elicit_rejects_non_object_schema() -> None:
@@ -230,7 +239,8 @@ def test_elicit_rejects_non_object_schema() -> None:
 def test_elicit_parse_unit() -> None:
     request = Elicit("Proceed?", schema=Confirm)
     assert request.parse({"action": "accept", "content": {"confirm": True}}).data == Confirm(confirm=True)
-    assert request.parse({"action": "decline"}) == Elicitation(action="decline")
+    assert request.parse({"action": "decline"}) == Declined()
+    assert request.parse({"action": "cancel"}) == Cancelled()
     with pytest.raises(InvalidAnswer, match="confirm"):
         request.parse({"action": "accept", "content": {}})
     with pytest.raises(InvalidAnswer):
@@ -266,18 +276,18 @@ async def test_sample_gives_sample_result_with_text() -> None:
         },
     }
     (answer,) = seen
-    assert isinstance(answer, SampleResult)
+    assert isinstance(answer, Sampled)
     assert (answer.text, answer.model, answer.stop_reason) == ("forty-two", "test-model", "endTurn")
     assert text_of(final["result"]) == "forty-two"
 
 
 def test_sample_result_text_joins_text_blocks() -> None:
-    result = SampleResult(
+    result = Sampled(
         role="assistant",
         content=[{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}],
     )
     assert result.text == "ab"
-    assert SampleResult(role="assistant", content={"type": "image", "data": "x"}).text == ""
+    assert Sampled(role="assistant", content={"type": "image", "data": "x"}).text == ""
 
 
 async def test_sample_invalid_answer_is_asked_again() -> None:
@@ -300,9 +310,9 @@ async def test_list_roots_gives_roots() -> None:
 
     @task_tool
     async def tool():
-        roots = yield ListRoots()
-        seen.append(roots)
-        yield Result([r.uri for r in roots])
+        answer = yield ListRoots()
+        seen.append(answer)
+        yield Result([r.uri for r in answer.roots])
 
     async with serve(tool) as (_, protocol):
         client = Client(protocol)
@@ -312,7 +322,7 @@ async def test_list_roots_gives_roots() -> None:
         await client.answer_only(task_id, roots)
         final = await client.finish(task_id)
     assert request == {"method": "roots/list", "params": {}}
-    assert seen == [[Root(uri="file:///a", name="A"), Root(uri="file:///b")]]
+    assert seen == [Roots([Root(uri="file:///a", name="A"), Root(uri="file:///b")])]
     assert final["result"]["structuredContent"] == {"result": ["file:///a", "file:///b"]}
 
 
@@ -380,7 +390,7 @@ async def test_several_requests_are_outstanding_together_and_answered_in_order(s
     assert type(seen[0]) is tuple
     assert elicited.data == {"x": 1}
     assert sampled.text == "forty-two"
-    assert roots == []
+    assert roots == Roots([])
 
 
 async def test_only_invalid_member_of_a_group_is_asked_again() -> None:
@@ -490,7 +500,8 @@ async def test_coroutine_body_uses_context_for_status_and_input() -> None:
         await release.wait()
         first = await ctx.elicit("Confirm?", Confirm)
         a, b = await ctx.inputs(Elicit("a?"), ListRoots())
-        return {"confirm": first.data.confirm, "a": a.data, "roots": [r.uri for r in b]}
+        assert isinstance(first, Accepted) and isinstance(a, Accepted) and isinstance(b, Roots)
+        return {"confirm": first.data.confirm, "a": a.data, "roots": [r.uri for r in b.roots]}
 
     async with serve(tool) as (_, protocol):
         client = Client(protocol)
@@ -518,7 +529,8 @@ async def test_context_sample_and_list_roots() -> None:
     async def tool(ctx: TaskContext) -> str:
         sampled = await ctx.sample("hi", max_tokens=5)
         roots = await ctx.list_roots()
-        return f"{sampled.text}/{len(roots)}"
+        assert isinstance(sampled, Sampled) and isinstance(roots, Roots)
+        return f"{sampled.text}/{len(roots.roots)}"
 
     async with serve(tool) as (_, protocol):
         client = Client(protocol)
