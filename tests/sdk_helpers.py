@@ -63,12 +63,12 @@ from mcptasks.client import (
     UpdateTaskParams,
     UpdateTaskRequest,
 )
+from mcptasks.wire import TERMINAL_STATUSES
 
 PROTOCOL_VERSION = "2026-07-28"
 TIMEOUT = 20.0
 """Upper bound of every wait (generous: a loaded 2-core machine only makes a test slower)."""
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 OPT_IN: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
 """Client capabilities that opt in to the tasks extension (and nothing else)."""
@@ -403,7 +403,7 @@ class Tasks:
         return await self.wait(task_id, lambda t: t["status"] in wanted, what=f"status in {sorted(wanted)}")
 
     async def finish(self, task_id: str) -> dict[str, Any]:
-        return await self.wait_status(task_id, TERMINAL)
+        return await self.wait_status(task_id, TERMINAL_STATUSES)
 
     async def wait_input(self, task_id: str, *, count: int | None = None) -> dict[str, Any]:
         """Wait until the task is input_required (with exactly `count` keys when given)."""
@@ -545,7 +545,7 @@ class RawClient:
 
     async def finish(self, task_id: str) -> dict[str, Any]:
         return await poll(
-            lambda: self.get(task_id), lambda t: t["status"] in TERMINAL, what="a terminal status"
+            lambda: self.get(task_id), lambda t: t["status"] in TERMINAL_STATUSES, what="a terminal status"
         )
 
 

@@ -62,6 +62,8 @@ from sdk_helpers import (
     the_input_request,
 )
 
+from mcptasks.wire import TERMINAL_STATUSES
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SNIPPETS = DOCS / "snippets"
@@ -69,16 +71,9 @@ WIRE = SNIPPETS / "wire"
 TUTORIAL = DOCS / "tutorial.md"
 TIMEOUT = 30.0
 """Upper bound of every wait; never a synchronisation delay."""
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's transports, uvicorn and subprocess handling are exercised on asyncio."""
-    return "asyncio"
 
 
 # -- bookkeeping: which test exercises which snippet ----------------------------------------------
@@ -220,7 +215,7 @@ async def test_tutorial_1_hello_runs_as_a_task_and_inline(tmp_path: Path) -> Non
     async with connect(snippet.app) as tasks:
         created = await tasks.start("hello", {"name": "Ada"})
         assert created["status"] == "working"
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL)
+        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL_STATUSES)
         task = await tasks.get(created["taskId"])
     assert "thinking about Ada..." in seen
     assert task["status"] == "completed", task
@@ -235,7 +230,7 @@ async def test_tutorial_2_streams_output_and_returns_a_report(tmp_path: Path) ->
     snippet = load_built(tmp_path, TUTORIAL, "ci.py", through="Step 2")
     async with connect(snippet.app) as tasks:
         created = await tasks.start("run_pipeline", {"kind": "build"})
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL)
+        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL_STATUSES)
         task = await tasks.get(created["taskId"])
     assert task["status"] == "completed", task
     report = task["result"]["structuredContent"]
@@ -687,7 +682,9 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         )
         assert_documented(ack, "ack.result.json")
         done = await poll(
-            lambda: client.send("tasks/get", get), lambda r: r.result["status"] in TERMINAL, what="the end"
+            lambda: client.send("tasks/get", get),
+            lambda r: r.result["status"] in TERMINAL_STATUSES,
+            what="the end",
         )
         assert_documented(done, "tasks_get_completed.result.json")
 
@@ -698,7 +695,7 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         ledger_get = documented_params("tasks_get.request.json", taskId=ledger.result["taskId"])
         failed = await poll(
             lambda: client.send("tasks/get", ledger_get),
-            lambda r: r.result["status"] in TERMINAL,
+            lambda r: r.result["status"] in TERMINAL_STATUSES,
             what="the failure",
         )
         assert_documented(failed, "tasks_get_failed.result.json")

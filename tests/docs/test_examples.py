@@ -39,20 +39,14 @@ from mcptasks.client import (
     UpdateTaskParams,
     UpdateTaskRequest,
 )
+from mcptasks.wire import TERMINAL_STATUSES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
 TIMEOUT = 30.0
 """Upper bound of every wait; never a synchronisation delay."""
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Subprocess handling is exercised on asyncio (the backend `app.run()` uses)."""
-    return "asyncio"
 
 
 # -- a minimal typed client for the tasks methods ---------------------------------------------------
@@ -124,7 +118,7 @@ class Tasks:
                     task = await self.get(task_id)
                     if predicate(task):
                         return task
-                    if task["status"] in TERMINAL:
+                    if task["status"] in TERMINAL_STATUSES:
                         raise AssertionError(f"task ended before {what}: {task}")
                     await anyio.sleep(0.02)
         except TimeoutError:
@@ -135,7 +129,7 @@ class Tasks:
         with anyio.fail_after(TIMEOUT):
             while True:
                 task = await self.get(task_id)
-                if task["status"] in TERMINAL:
+                if task["status"] in TERMINAL_STATUSES:
                     return task
                 await anyio.sleep(0.02)
 

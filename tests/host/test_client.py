@@ -62,12 +62,6 @@ TIMEOUT = 60.0
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK client and uvicorn run on asyncio here."""
-    return "asyncio"
-
-
 _loads = itertools.count()
 
 

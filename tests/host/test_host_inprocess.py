@@ -57,12 +57,6 @@ CREATE_KEYS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "
 MISSING_TASKS_DATA = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's in-process client runs on asyncio."""
-    return "asyncio"
-
-
 @asynccontextmanager
 async def opted_in(host: HostApp, **options: Any) -> AsyncIterator[Tasks]:
     """An SDK client that declares the tasks extension on every request, and `elicitation` (the

@@ -61,12 +61,6 @@ class _Switch(SpanProcessor):
 SWITCH = _Switch(SimpleSpanProcessor(EXPORTER))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's in-process client runs on asyncio."""
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def spans() -> Iterator[InMemorySpanExporter]:
     """The global tracer provider (installed once) recording into `EXPORTER` during the test."""

@@ -57,12 +57,6 @@ if not _server_listening(URL):
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    """asyncpg runs on asyncio only."""
-    return "asyncio"
-
-
-@pytest.fixture
 async def schema() -> AsyncIterator[str]:
     """A fresh schema name; the schema is dropped after the test."""
     name = f"mcptasks_test_{uuid.uuid4().hex}"

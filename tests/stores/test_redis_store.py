@@ -41,12 +41,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """redis-py runs on asyncio only."""
-    return "asyncio"
-
-
 def _new_prefix() -> str:
     return f"mcptasks-test-{uuid.uuid4().hex}"
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """SQLite runs on asyncio and on trio (the directory's default is asyncio)."""
     return str(request.param)
 
 
