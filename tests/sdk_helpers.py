@@ -165,7 +165,10 @@ class HostApp:
         server_options.setdefault("immediate_results", False)
         self.app = app = TaskServer(name, **server_options)
         self.mcp = app.mcp
+        self._add_outcome_tools(app)
+        _add_input_tools(app)
 
+    def _add_outcome_tools(self, app: TaskServer) -> None:
         @app.tool()
         def greet(name: str = "World") -> str:
             """Say hello (an ordinary tool)."""
@@ -199,21 +202,6 @@ class HostApp:
             yield Result("required job done")
 
         @app.task_tool(poll_interval=0.05)
-        async def ask(filename: str):
-            """Ask before deleting `filename`."""
-            answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
-            confirmed = answer.accepted and answer.data is not None and answer.data.confirm
-            yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
-
-        @app.task_tool(poll_interval=0.05)
-        async def two_keys():
-            """Ask two questions at once."""
-            name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
-            who = name.data.name if name.accepted and name.data else "someone"
-            decision = "go" if go.accepted and go.data and go.data.confirm else "stop"
-            yield Result(f"{who} says {decision}")
-
-        @app.task_tool(poll_interval=0.05)
         async def tool_error():
             """Fail with a tool error (the task still completes)."""
             yield "trying"
@@ -225,36 +213,6 @@ class HostApp:
             yield "calling the backend"
             raise ProtocolError(PROTOCOL_ERROR_CODE, "backend unavailable", {"retryable": True})
 
-        @app.task_tool(task_support="required", poll_interval=0.05, input_before_task=True)
-        async def before():
-            """Ask for a name on the call itself, then greet in a task."""
-            answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
-            name = answer.data.name if answer.accepted and answer.data else "stranger"
-            yield f"greeting {name}"
-            yield Result(f"Hello, {name}!")
-
-        @app.task_tool(poll_interval=0.05)
-        async def summarize(topic: str):
-            """Ask the client's model, then the client's roots; return structured content."""
-            reply = yield Sample(f"Summarize {topic}", max_tokens=50)
-            roots = yield ListRoots()
-            yield Result(
-                {
-                    "summary": reply.text,
-                    "model": reply.model,
-                    "stopReason": reply.stop_reason,
-                    "roots": [root.uri for root in roots],
-                }
-            )
-
-        @app.task_tool(poll_interval=0.05)
-        async def with_context(ctx: TaskContext, topic: str) -> str:
-            """A plain coroutine using the imperative context."""
-            await ctx.status(f"{topic}: asking")
-            answer = await ctx.elicit(f"Publish {topic}?", Confirm)
-            verdict = "published" if answer.accepted and answer.data and answer.data.confirm else "held"
-            return f"{topic} {verdict} (task {ctx.task_id is not None})"
-
     def gate(self, label: str) -> anyio.Event:
         return self._gates.setdefault(label, anyio.Event())
 
@@ -263,6 +221,55 @@ class HostApp:
 
     def stopped(self, label: str) -> anyio.Event:
         return self._stopped.setdefault(label, anyio.Event())
+
+
+def _add_input_tools(app: TaskServer) -> None:
+    """The tools of `HostApp` that ask the client (elicitation, sampling, roots)."""
+
+    @app.task_tool(poll_interval=0.05)
+    async def ask(filename: str):
+        """Ask before deleting `filename`."""
+        answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
+        confirmed = answer.accepted and answer.data is not None and answer.data.confirm
+        yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
+
+    @app.task_tool(poll_interval=0.05)
+    async def two_keys():
+        """Ask two questions at once."""
+        name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
+        who = name.data.name if name.accepted and name.data else "someone"
+        decision = "go" if go.accepted and go.data and go.data.confirm else "stop"
+        yield Result(f"{who} says {decision}")
+
+    @app.task_tool(task_support="required", poll_interval=0.05, input_before_task=True)
+    async def before():
+        """Ask for a name on the call itself, then greet in a task."""
+        answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
+        name = answer.data.name if answer.accepted and answer.data else "stranger"
+        yield f"greeting {name}"
+        yield Result(f"Hello, {name}!")
+
+    @app.task_tool(poll_interval=0.05)
+    async def summarize(topic: str):
+        """Ask the client's model, then the client's roots; return structured content."""
+        reply = yield Sample(f"Summarize {topic}", max_tokens=50)
+        roots = yield ListRoots()
+        yield Result(
+            {
+                "summary": reply.text,
+                "model": reply.model,
+                "stopReason": reply.stop_reason,
+                "roots": [root.uri for root in roots],
+            }
+        )
+
+    @app.task_tool(poll_interval=0.05)
+    async def with_context(ctx: TaskContext, topic: str) -> str:
+        """A plain coroutine using the imperative context."""
+        await ctx.status(f"{topic}: asking")
+        answer = await ctx.elicit(f"Publish {topic}?", Confirm)
+        verdict = "published" if answer.accepted and answer.data and answer.data.confirm else "held"
+        return f"{topic} {verdict} (task {ctx.task_id is not None})"
 
 
 # -- typed tasks/* requests for the SDK client -------------------------------------------------
