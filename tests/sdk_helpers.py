@@ -7,7 +7,8 @@
 - `GetTaskRequest` / `UpdateTaskRequest` / `CancelTaskRequest`: typed `tasks/*` requests for
   `client.session.send_request`; `name_param = "taskId"` makes the SDK send `Mcp-Name`.
 - `Tasks`: a thin wrapper over an `mcp.Client` that calls task tools raw (the SDK would refuse a
-  `resultType: "task"` it has no claim for) and polls `tasks/get` until a condition holds.
+  `resultType: "task"` it has no claim for) and polls `tasks/get` until a condition holds;
+  `connect(server)` gives one connected in process.
 - `RawClient`: one POST per JSON-RPC request with the 2026-07-28 headers and `_meta` envelope the
   conformance harness sends (research/conformance.md §4.1), for cases the SDK client can't express.
 
@@ -66,7 +67,7 @@ from mcptasks.client import (
 from mcptasks.wire import TERMINAL_STATUSES
 
 PROTOCOL_VERSION = "2026-07-28"
-TIMEOUT = 20.0
+TIMEOUT = 30.0
 """Upper bound of every wait (generous: a loaded 2-core machine only makes a test slower)."""
 
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
@@ -349,10 +350,16 @@ def wire(model: BaseModel) -> dict[str, Any]:
 
 
 class Tasks:
-    """Task calls over an entered `mcp.Client` (which should advertise the tasks extension)."""
+    """Task calls over an entered `mcp.Client` (which should advertise the tasks extension).
+
+    Tools are called raw (the SDK would refuse a `resultType: "task"` it has no claim for); every
+    `tasks/get` records a changed `statusMessage` in `seen_status`, so a test can see what a task
+    said on the way.
+    """
 
     def __init__(self, client: Client) -> None:
         self.client = client
+        self.seen_status: list[str] = []
 
     @property
     def session(self) -> Any:
@@ -386,10 +393,25 @@ class Tasks:
         assert created.get("resultType") == "task", created
         return created
 
+    async def run(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Call a task tool and return its final state, `{"status", "result", ...}`.
+
+        A body that ends without suspending may be answered at once with its result
+        (`resultType: "complete"`) instead of a task; both come back in the same shape.
+        """
+        created = await self.call(name, arguments)
+        if created["resultType"] == "task":
+            return await self.finish(str(created["taskId"]))
+        assert created["resultType"] == "complete", created
+        return {"status": "completed", "result": created}
+
     async def get(self, task_id: str) -> dict[str, Any]:
-        return wire(
-            await self.session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), AnyResult)
-        )
+        request = GetTaskRequest(params=TaskIdParams(task_id=task_id))
+        task = wire(await self.session.send_request(request, AnyResult))
+        message = task.get("statusMessage")
+        if message is not None and (not self.seen_status or self.seen_status[-1] != message):
+            self.seen_status.append(message)
+        return task
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
         request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=dict(responses)))
@@ -400,10 +422,19 @@ class Tasks:
         return wire(await self.session.send_request(request, AnyResult))
 
     async def wait(
-        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], *, what: str = "the condition"
+        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], what: str = "the condition"
     ) -> dict[str, Any]:
-        """Poll `tasks/get` until `predicate` holds; return that snapshot."""
-        return await poll(lambda: self.get(task_id), predicate, what=what)
+        """Poll `tasks/get` until `predicate` holds; return that snapshot. A task that ended
+        without it fails at once (a terminal task never changes again)."""
+
+        def done(task: dict[str, Any]) -> bool:
+            if predicate(task):
+                return True
+            if task["status"] in TERMINAL_STATUSES:
+                raise AssertionError(f"the task ended before {what}: {task}")
+            return False
+
+        return await poll(lambda: self.get(task_id), done, what=what)
 
     async def wait_status(self, task_id: str, statuses: str | Iterable[str]) -> dict[str, Any]:
         wanted = {statuses} if isinstance(statuses, str) else set(statuses)
@@ -423,6 +454,18 @@ class Tasks:
         return await self.wait(task_id, ready, what="input requests")
 
 
+@asynccontextmanager
+async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIterator[Tasks]:
+    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`). With `tasks` it
+    advertises the tasks extension and declares `elicitation` (the tests answer questions by hand
+    through `tasks/update`); `options` go to `mcp.Client` (`elicitation_callback=None` for none)."""
+    target = getattr(server, "mcp", server)
+    extensions = [tasks_extension()] if tasks else []
+    options.setdefault("elicitation_callback", answered_by_hand if tasks else None)
+    async with Client(target, extensions=extensions, **options) as client:
+        yield Tasks(client)
+
+
 async def poll(
     look: Callable[[], Any], predicate: Callable[[Any], bool], *, what: str = "the condition"
 ) -> Any:
@@ -437,6 +480,15 @@ async def poll(
                 await anyio.sleep(0.005)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}") from None
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    """Poll `check()` until it holds (a tiny pause between looks, never as sync)."""
+
+    async def look() -> bool:
+        return check()
+
+    await poll(look, bool, what=what)
 
 
 # -- raw JSON-RPC over HTTP -------------------------------------------------------------------

@@ -52,8 +52,9 @@ from sdk_helpers import (
     BY_HAND,
     RawClient,
     Tasks,
-    answered_by_hand,
     bearer,
+    connect,
+    eventually,
     mcp_error,
     poll,
     serve_http,
@@ -152,17 +153,6 @@ def load_file(path: Path) -> ModuleType:
     return module
 
 
-@asynccontextmanager
-async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`); with tasks it
-    declares `elicitation` too (the tests answer questions by hand through `tasks/update`)."""
-    target = getattr(server, "mcp", server)
-    extensions = [tasks_extension()] if tasks else []
-    options.setdefault("elicitation_callback", answered_by_hand if tasks else None)
-    async with Client(target, extensions=extensions, **options) as client:
-        yield Tasks(client)
-
-
 def sdk_text(result: Any) -> str:
     """The text of an SDK `CallToolResult`."""
     return "".join(getattr(block, "text", "") for block in result.content)
@@ -183,18 +173,6 @@ async def statuses_until(tasks: Tasks, task_id: str, done: Callable[[dict[str, A
                 await anyio.sleep(0.01)
     except TimeoutError:
         raise AssertionError(f"timed out; statuses seen: {seen}") from None
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Poll `check()` until it holds; fail after `TIMEOUT` seconds."""
-    try:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                if check():
-                    return
-                await anyio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def fast_polls(app: Any, interval_ms: int = 20) -> None:
