@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import importlib.util
 import itertools
 import json
 import os
@@ -45,6 +44,7 @@ import httpx2
 import pytest
 import sync_docs
 from doc_blocks import blocks, build_file, write_file
+from fresh_modules import load_fresh
 from mcp import Client
 from mcp_types import ElicitResult
 from push_helpers import as_notification, listen, without_meta
@@ -140,17 +140,7 @@ def load_built(directory: Path, page: Path, name: str, *, through: str | None = 
 
 def load_file(path: Path) -> ModuleType:
     """Import the Python file `path` as a fresh module."""
-    module_name = f"_docs_snippet_{path.stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # pydantic resolves the module's annotations through it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
+    return load_fresh(path)
 
 
 def sdk_text(result: Any) -> str:

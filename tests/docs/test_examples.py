@@ -9,8 +9,6 @@ environment variables, which the example reads at call time.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import os
 import subprocess
@@ -22,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from fresh_modules import load_fresh
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
@@ -36,22 +35,9 @@ EXTENSION_ID = "io.modelcontextprotocol/tasks"
 pytestmark = pytest.mark.anyio
 
 
-_counter = itertools.count()
-
-
 def load_example(name: str) -> ModuleType:
     """Import `examples/<name>.py` as a fresh module (a fresh server, engine and store)."""
-    module_name = f"_example_{name}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # pydantic resolves the module's annotations through it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
+    return load_fresh(EXAMPLES / f"{name}.py")
 
 
 # -- hello -----------------------------------------------------------------------------------------
