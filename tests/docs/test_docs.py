@@ -148,23 +148,6 @@ def sdk_text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def statuses_until(tasks: Tasks, task_id: str, done: Callable[[dict[str, Any]], bool]) -> list[str]:
-    """Poll until `done(task)`; return every distinct statusMessage seen on the way."""
-    seen: list[str] = []
-    try:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                task = await tasks.get(task_id)
-                message = task.get("statusMessage")
-                if message is not None and (not seen or seen[-1] != message):
-                    seen.append(message)
-                if done(task):
-                    return seen
-                await anyio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out; statuses seen: {seen}") from None
-
-
 def fast_polls(app: Any, interval_ms: int = 20) -> None:
     """Lower the advertised poll interval of every task tool of `app` (the client follows it)."""
     for tool in app.extension.task_tools.values():
@@ -183,8 +166,8 @@ async def test_tutorial_1_hello_runs_as_a_task_and_inline(tmp_path: Path) -> Non
     async with connect(snippet.app) as tasks:
         created = await tasks.start("hello", {"name": "Ada"})
         assert created["status"] == "working"
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL_STATUSES)
-        task = await tasks.get(created["taskId"])
+        task = await tasks.finish(created["taskId"])
+        seen = tasks.seen_status
     assert "thinking about Ada..." in seen
     assert task["status"] == "completed", task
     assert text(task["result"]) == "Hello, Ada!"
@@ -198,8 +181,8 @@ async def test_tutorial_2_streams_output_and_returns_a_report(tmp_path: Path) ->
     snippet = load_built(tmp_path, TUTORIAL, "ci.py", through="Step 2")
     async with connect(snippet.app) as tasks:
         created = await tasks.start("run_pipeline", {"kind": "build"})
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL_STATUSES)
-        task = await tasks.get(created["taskId"])
+        task = await tasks.finish(created["taskId"])
+        seen = tasks.seen_status
     assert task["status"] == "completed", task
     report = task["result"]["structuredContent"]
     assert report["kind"] == "build" and report["steps"] == 2
