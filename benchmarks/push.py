@@ -129,28 +129,73 @@ async def latency(create_url: str, listen_url: str, *, ticks: int) -> list[float
     return samples[1:]  # the first may predate the stream (sent as the current state)
 
 
+async def _start_tickers(wire: Any, tasks: int, count: int, change_every: float) -> list[str]:
+    """Start `tasks` ticker tasks that change status every `change_every` s; return their ids."""
+    ids: list[str] = []
+
+    async def create(_: int) -> None:
+        created = await wire.request(
+            "tools/call",
+            {
+                "name": "ticker",
+                "arguments": {"count": count, "interval": change_every},
+                "_meta": hb._meta(True),
+            },
+            "ticker",
+        )
+        ids.append(created["taskId"])
+
+    async with anyio.create_task_group() as group:
+        for i in range(tasks):
+            group.start_soon(create, i)
+    return ids
+
+
+class _Followers:
+    """The ways of following the tasks `ids`: nobody, push streams, 1 s polling (counting each)."""
+
+    def __init__(self, url: str, wire: Any, ids: list[str]) -> None:
+        self.url = url
+        self.wire = wire
+        self.ids = ids
+        self.received = 0
+        self.polls = 0
+
+    async def nobody(self) -> None:
+        await anyio.sleep_forever()
+
+    async def push(self) -> None:
+        def on_task(params: dict[str, Any], at: float) -> None:
+            self.received += 1
+
+        async with anyio.create_task_group() as group:
+            for start in range(0, len(self.ids), 100):
+                group.start_soon(
+                    _listen_frames, self.url, self.ids[start : start + 100], on_task, anyio.Event()
+                )
+
+    async def poll(self) -> None:
+        semaphore = anyio.Semaphore(32)
+
+        async def one(task_id: str) -> None:
+            async with semaphore:
+                await self.wire.get(task_id)
+                self.polls += 1
+
+        while True:
+            started = anyio.current_time()
+            async with anyio.create_task_group() as group:
+                for task_id in self.ids:
+                    group.start_soon(one, task_id)
+            await anyio.sleep(max(0.0, 1.0 - (anyio.current_time() - started)))
+
+
 async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: float) -> dict[str, float]:
     """Server CPU seconds over `window` for `tasks` running tasks: unfollowed, pushed, polled."""
     count = int((window * 3 + 30) / change_every) + 2
     async with httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=64)) as client:
         wire = hb.Wire(client, url)
-        ids: list[str] = []
-
-        async def create(_: int) -> None:
-            created = await wire.request(
-                "tools/call",
-                {
-                    "name": "ticker",
-                    "arguments": {"count": count, "interval": change_every},
-                    "_meta": hb._meta(True),
-                },
-                "ticker",
-            )
-            ids.append(created["taskId"])
-
-        async with anyio.create_task_group() as group:
-            for i in range(tasks):
-                group.start_soon(create, i)
+        ids = await _start_tickers(wire, tasks, count, change_every)
         await anyio.sleep(change_every)  # let creation settle before measuring
 
         async def measured(follow: Any) -> float:
@@ -159,42 +204,11 @@ async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: fl
                 await follow()
             return float(stores._cpu_seconds(pid) - before)
 
-        async def nobody() -> None:
-            await anyio.sleep_forever()
-
-        received = 0
-
-        async def push() -> None:
-            def on_task(params: dict[str, Any], at: float) -> None:
-                nonlocal received
-                received += 1
-
-            async with anyio.create_task_group() as group:
-                for start in range(0, len(ids), 100):
-                    group.start_soon(_listen_frames, url, ids[start : start + 100], on_task, anyio.Event())
-
-        polls = 0
-
-        async def poll() -> None:
-            nonlocal polls
-            semaphore = anyio.Semaphore(32)
-
-            async def one(task_id: str) -> None:
-                nonlocal polls
-                async with semaphore:
-                    await wire.get(task_id)
-                    polls += 1
-
-            while True:
-                started = anyio.current_time()
-                async with anyio.create_task_group() as group:
-                    for task_id in ids:
-                        group.start_soon(one, task_id)
-                await anyio.sleep(max(0.0, 1.0 - (anyio.current_time() - started)))
-
-        idle = await measured(nobody)
-        pushed = await measured(push)
-        polled = await measured(poll)
+        followers = _Followers(url, wire, ids)
+        idle = await measured(followers.nobody)
+        pushed = await measured(followers.push)
+        polled = await measured(followers.poll)
+    polls = followers.polls
     # The client shares the machine: it may issue fewer than one poll per task per second. The
     # server's cost of full-rate polling is then its measured cost per poll times the polls due.
     due = tasks * window
@@ -207,7 +221,7 @@ async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: fl
         "cpu_idle_s": idle,
         "cpu_push_s": pushed,
         "cpu_poll_s": polled,
-        "notifications": received,
+        "notifications": followers.received,
         "polls": polls,
         "polls_due": due,
         "cpu_ms_per_poll": per_poll * 1000.0,
@@ -225,6 +239,40 @@ def _summary(samples: list[float]) -> dict[str, float]:
         "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
         "max_ms": ordered[-1],
     }
+
+
+def _measure_backend(
+    backend: Any, args: argparse.Namespace, results: dict[str, Any], ticks: int, tasks: int, window: float
+) -> None:
+    """Push latency on one server and across two replicas (CPU on memory only) into `results`."""
+    name = backend.name
+    reason = backend.unavailable()
+    if reason:
+        print(f"skipping {name}: {reason}", flush=True)
+        return
+    a = backend.start()
+    b = backend.start() if name != "memory" else None
+    try:
+        a.wait_ready()
+        if b is not None:
+            b.wait_ready()
+        print(f"latency on {name} ...", flush=True)
+        one = anyio.run(partial(latency, a.url, a.url, ticks=ticks))
+        results["latency"][f"{name}, one server"] = _summary(one)
+        if b is not None:
+            across = anyio.run(partial(latency, a.url, b.url, ticks=ticks))
+            results["latency"][f"{name}, across replicas"] = _summary(across)
+        if name == "memory":
+            print(f"cpu on {name} ({tasks} tasks) ...", flush=True)
+            following = partial(
+                cpu, a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
+            )
+            results["cpu"] = anyio.run(following)
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+        backend.clean()
 
 
 def main() -> None:
@@ -258,34 +306,7 @@ def main() -> None:
     )
     try:
         for name in [n.strip() for n in args.backends.split(",") if n.strip()]:
-            backend = stores.Backend(name, args, scratch)
-            reason = backend.unavailable()
-            if reason:
-                print(f"skipping {name}: {reason}", flush=True)
-                continue
-            a = backend.start()
-            b = backend.start() if name != "memory" else None
-            try:
-                a.wait_ready()
-                if b is not None:
-                    b.wait_ready()
-                print(f"latency on {name} ...", flush=True)
-                one = anyio.run(partial(latency, a.url, a.url, ticks=ticks))
-                results["latency"][f"{name}, one server"] = _summary(one)
-                if b is not None:
-                    across = anyio.run(partial(latency, a.url, b.url, ticks=ticks))
-                    results["latency"][f"{name}, across replicas"] = _summary(across)
-                if name == "memory":
-                    print(f"cpu on {name} ({tasks} tasks) ...", flush=True)
-                    following = partial(
-                        cpu, a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
-                    )
-                    results["cpu"] = anyio.run(following)
-            finally:
-                a.stop()
-                if b is not None:
-                    b.stop()
-                backend.clean()
+            _measure_backend(stores.Backend(name, args, scratch), args, results, ticks, tasks, window)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -26,13 +26,48 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 
 MODES = ("off", "api-only", "sdk-baseline", "sdk-on")
 K = 64
+
+
+def _sdk_tracer() -> Any:
+    """Install an OpenTelemetry SDK that drops its spans; return the tracer a host SDK would use."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return trace.get_tracer("mcp-python-sdk")
+
+
+async def _spread(
+    call: Callable[[str, dict[str, Any]], Awaitable[Any]], n: int, method: str, params: dict[str, Any]
+) -> float:
+    """`n` calls of `method` by `K` concurrent workers; return calls per second."""
+
+    async def worker(count: int) -> None:
+        for _ in range(count):
+            await call(method, params)
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(K):
+            tg.start_soon(worker, n // K + (1 if i < n % K else 0))
+    return n / (time.perf_counter() - start)
 
 
 def child(mode: str, creates: int, gets: int) -> dict[str, float]:
@@ -48,23 +83,7 @@ def child(mode: str, creates: int, gets: int) -> dict[str, float]:
     )
 
     meta: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
-    tracer: Any = None
-    if mode.startswith("sdk"):
-        from opentelemetry import metrics, trace
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-        class Drop(SpanExporter):
-            def export(self, spans: Any) -> SpanExportResult:
-                return SpanExportResult.SUCCESS
-
-        provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(Drop()))
-        trace.set_tracer_provider(provider)
-        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
-        tracer = trace.get_tracer("mcp-python-sdk")
+    tracer: Any = _sdk_tracer() if mode.startswith("sdk") else None
 
     @task_tool
     async def noop():
@@ -78,38 +97,28 @@ def child(mode: str, creates: int, gets: int) -> dict[str, float]:
             instrument(engine)
         proto = TasksProtocol(engine, [noop])
 
+        async def send(method: str, params: dict[str, Any]) -> Any:
+            if method == "tools/call":
+                return await proto.call_tool("noop", {}, meta=meta)
+            return await proto.handle(method, params)
+
         async def call(method: str, params: dict[str, Any]) -> Any:
             if tracer is None:
-                if method == "tools/call":
-                    return await proto.call_tool("noop", {}, meta=meta)
-                return await proto.handle(method, params)
+                return await send(method, params)
             from opentelemetry.trace import SpanKind
 
             with tracer.start_as_current_span(
                 method, kind=SpanKind.SERVER, attributes={"mcp.method.name": method}
             ):
-                if method == "tools/call":
-                    return await proto.call_tool("noop", {}, meta=meta)
-                return await proto.handle(method, params)
-
-        async def spread(n: int, method: str, params: dict[str, Any]) -> float:
-            async def worker(count: int) -> None:
-                for _ in range(count):
-                    await call(method, params)
-
-            start = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for i in range(K):
-                    tg.start_soon(worker, n // K + (1 if i < n % K else 0))
-            return n / (time.perf_counter() - start)
+                return await send(method, params)
 
         async with engine:
             first = await call("tools/call", {})
-            await spread(500, "tools/call", {})  # warm-up
-            created = await spread(creates, "tools/call", {})
+            await _spread(call, 500, "tools/call", {})  # warm-up
+            created = await _spread(call, creates, "tools/call", {})
             params = {"taskId": first["taskId"], "_meta": meta}
-            await spread(500, "tasks/get", params)
-            got = await spread(gets, "tasks/get", params)
+            await _spread(call, 500, "tasks/get", params)
+            got = await _spread(call, gets, "tasks/get", params)
         return {"creates_per_s": created, "gets_per_s": got}
 
     return anyio.run(main)

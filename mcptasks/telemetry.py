@@ -265,7 +265,14 @@ class Telemetry:
     def changed(self, before: TaskRecord, after: TaskRecord) -> None:
         """Events on the running span; active/queue gauges; the end-of-task metrics."""
         tool = ((_TOOL, after.tool),)
+        self._count_active(before, after, tool)
         span = self._spans.get(after.task_id)
+        if span is not None and span.is_recording():
+            _add_change_events(span, before, after)
+        if after.status in TERMINAL_STATUSES and before.status not in TERMINAL_STATUSES:
+            self._ended_run(before, after, tool, span)
+
+    def _count_active(self, before: TaskRecord, after: TaskRecord, tool: tuple[tuple[str, str], ...]) -> None:
         if before.status != after.status:
             if before.status in ACTIVE_STATUSES:
                 self._active.add(-1, (*tool, (_STATUS, before.status)))
@@ -273,40 +280,25 @@ class Telemetry:
                 self._active.add(1, (*tool, (_STATUS, after.status)))
         if before.runner is not None and after.runner is None and after.status in ACTIVE_STATUSES:
             self._queued.add(1, tool)  # put back in the queue (retry after a lost worker)
+
+    def _ended_run(
+        self,
+        before: TaskRecord,
+        after: TaskRecord,
+        tool: tuple[tuple[str, str], ...],
+        span: trace.Span | None,
+    ) -> None:
+        error = _error_type(after)
+        ended = (*tool, (_STATUS, after.status))
+        self._ended.add(1, ended if error is None else (*ended, ("error.type", error)))
+        self._duration.record(max(0.0, after.updated_at - after.created_at), dict(ended))
+        if any(status == "input_required" for _, status, _ in after.transitions):
+            self._input_wait.record(_input_wait(after), dict(tool))
+        self._links.pop(after.task_id, None)
+        if before.runner is None:
+            self._queued.add(-1, tool)  # ended (cancelled) before any worker claimed it
         if span is not None and span.is_recording():
-            new_keys = sorted(set(after.input_requests) - set(before.input_requests))
-            if new_keys:
-                span.add_event(
-                    "mcp.task.input_required",
-                    {
-                        "mcp.task.input_keys": new_keys,
-                        "mcp.task.input_methods": [
-                            str(after.input_requests[k].get("method")) for k in new_keys
-                        ],
-                    },
-                )
-            if before.status != after.status or before.status_message != after.status_message:
-                event: dict[str, Any] = {_STATUS: after.status}
-                if after.status_message is not None:
-                    event["mcp.task.status_message"] = after.status_message
-                span.add_event("mcp.task.status", event)
-        if after.status in TERMINAL_STATUSES and before.status not in TERMINAL_STATUSES:
-            error = _error_type(after)
-            ended = (*tool, (_STATUS, after.status))
-            self._ended.add(1, ended if error is None else (*ended, ("error.type", error)))
-            self._duration.record(max(0.0, after.updated_at - after.created_at), dict(ended))
-            if any(status == "input_required" for _, status, _ in after.transitions):
-                self._input_wait.record(_input_wait(after), dict(tool))
-            self._links.pop(after.task_id, None)
-            if before.runner is None:
-                self._queued.add(-1, tool)  # ended (cancelled) before any worker claimed it
-            if span is not None and span.is_recording():
-                span.set_attribute(_STATUS, after.status)
-                if error is not None:
-                    span.set_attribute("error.type", error)
-                if after.status == "failed":
-                    message = after.error.get("message") if after.error else None
-                    span.set_status(StatusCode.ERROR, str(message) if message is not None else None)
+            _mark_span_ended(span, after, error)
 
     def claimed(self, record: TaskRecord) -> None:
         """Claim latency and queue depth."""
@@ -334,6 +326,34 @@ class Telemetry:
         if len(self._links) > _LINK_CACHE:
             self._links.popitem(last=False)
         return link
+
+
+def _add_change_events(span: trace.Span, before: TaskRecord, after: TaskRecord) -> None:
+    """New input requests and a changed status (or status message) as events on the run's span."""
+    new_keys = sorted(set(after.input_requests) - set(before.input_requests))
+    if new_keys:
+        span.add_event(
+            "mcp.task.input_required",
+            {
+                "mcp.task.input_keys": new_keys,
+                "mcp.task.input_methods": [str(after.input_requests[k].get("method")) for k in new_keys],
+            },
+        )
+    if before.status != after.status or before.status_message != after.status_message:
+        event: dict[str, Any] = {_STATUS: after.status}
+        if after.status_message is not None:
+            event["mcp.task.status_message"] = after.status_message
+        span.add_event("mcp.task.status", event)
+
+
+def _mark_span_ended(span: trace.Span, after: TaskRecord, error: str | None) -> None:
+    """The run's final status (and error) on its span."""
+    span.set_attribute(_STATUS, after.status)
+    if error is not None:
+        span.set_attribute("error.type", error)
+    if after.status == "failed":
+        message = after.error.get("message") if after.error else None
+        span.set_status(StatusCode.ERROR, str(message) if message is not None else None)
 
 
 class TimedStore:

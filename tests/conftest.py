@@ -1,4 +1,4 @@
-"""Fixtures shared by the test suite."""
+"""Fixtures shared by the test suite (each directory's conftest picks the anyio backends)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,6 @@ from typing import Any
 
 import pytest
 from helpers import opted_in_meta
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every anyio test runs on asyncio and on trio (a module may override this)."""
-    return str(request.param)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from mcptasks import (
     TaskStore,
     TaskTool,
 )
+from mcptasks.wire import TERMINAL_STATUSES
 
 DEFAULT_TIMEOUT = 10.0
 """Upper bound of every wait; never a synchronisation delay."""
@@ -42,7 +43,6 @@ OPTED_IN_META: dict[str, Any] = {
 """The `_meta` of a request that declares the tasks extension and every input capability (a
 client that answers whatever a task asks)."""
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
@@ -255,7 +255,7 @@ class Client:
 
     async def finish(self, task_id: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:  # noqa: ASYNC109
         """Wait for a terminal status; return the final `tasks/get`."""
-        return dict(await self.wait(task_id, TERMINAL, timeout))
+        return dict(await self.wait(task_id, TERMINAL_STATUSES, timeout))
 
     async def input(self, task_id: str, **options: Any) -> dict[str, Any]:
         """Wait for (fresh) input requests; return `inputRequests`."""

@@ -7,7 +7,8 @@
 - `GetTaskRequest` / `UpdateTaskRequest` / `CancelTaskRequest`: typed `tasks/*` requests for
   `client.session.send_request`; `name_param = "taskId"` makes the SDK send `Mcp-Name`.
 - `Tasks`: a thin wrapper over an `mcp.Client` that calls task tools raw (the SDK would refuse a
-  `resultType: "task"` it has no claim for) and polls `tasks/get` until a condition holds.
+  `resultType: "task"` it has no claim for) and polls `tasks/get` until a condition holds;
+  `connect(server)` gives one connected in process.
 - `RawClient`: one POST per JSON-RPC request with the 2026-07-28 headers and `_meta` envelope the
   conformance harness sends (research/conformance.md §4.1), for cases the SDK client can't express.
 
@@ -59,12 +60,12 @@ from mcptasks import (
     ToolError,
 )
 from mcptasks.client import CancelTaskRequest, GetTaskRequest, UpdateTaskRequest
+from mcptasks.wire import TERMINAL_STATUSES
 
 PROTOCOL_VERSION = "2026-07-28"
-TIMEOUT = 20.0
+TIMEOUT = 30.0
 """Upper bound of every wait (generous: a loaded 2-core machine only makes a test slower)."""
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 OPT_IN: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
 """Client capabilities that opt in to the tasks extension (and nothing else)."""
@@ -162,7 +163,10 @@ class HostApp:
         config, rest = split_config(server_options)
         self.app = app = TaskServer(name, config=config, **rest)
         self.mcp = app.mcp
+        self._add_outcome_tools(app)
+        _add_input_tools(app)
 
+    def _add_outcome_tools(self, app: TaskServer) -> None:
         @app.tool()
         def greet(name: str = "World") -> str:
             """Say hello (an ordinary tool)."""
@@ -196,21 +200,6 @@ class HostApp:
             yield Result("required job done")
 
         @app.task_tool(poll_interval=0.05)
-        async def ask(filename: str):
-            """Ask before deleting `filename`."""
-            answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
-            confirmed = isinstance(answer, Accepted) and answer.data.confirm
-            yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
-
-        @app.task_tool(poll_interval=0.05)
-        async def two_keys():
-            """Ask two questions at once."""
-            name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
-            who = name.data.name if isinstance(name, Accepted) else "someone"
-            decision = "go" if isinstance(go, Accepted) and go.data.confirm else "stop"
-            yield Result(f"{who} says {decision}")
-
-        @app.task_tool(poll_interval=0.05)
         async def tool_error():
             """Fail with a tool error (the task still completes)."""
             yield "trying"
@@ -222,36 +211,6 @@ class HostApp:
             yield "calling the backend"
             raise ProtocolError(PROTOCOL_ERROR_CODE, "backend unavailable", {"retryable": True})
 
-        @app.task_tool(task_support="required", poll_interval=0.05, input_before_task=True)
-        async def before():
-            """Ask for a name on the call itself, then greet in a task."""
-            answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
-            name = answer.data.name if isinstance(answer, Accepted) else "stranger"
-            yield f"greeting {name}"
-            yield Result(f"Hello, {name}!")
-
-        @app.task_tool(poll_interval=0.05)
-        async def summarize(topic: str):
-            """Ask the client's model, then the client's roots; return structured content."""
-            reply = yield Sample(f"Summarize {topic}", max_tokens=50)
-            roots = (yield ListRoots()).roots
-            yield Result(
-                {
-                    "summary": reply.text,
-                    "model": reply.model,
-                    "stopReason": reply.stop_reason,
-                    "roots": [root.uri for root in roots],
-                }
-            )
-
-        @app.task_tool(poll_interval=0.05)
-        async def with_context(ctx: TaskContext, topic: str) -> str:
-            """A plain coroutine using the imperative context."""
-            await ctx.status(f"{topic}: asking")
-            answer = await ctx.elicit(f"Publish {topic}?", Confirm)
-            verdict = "published" if isinstance(answer, Accepted) and answer.data.confirm else "held"
-            return f"{topic} {verdict} (task {ctx.task_id is not None})"
-
     def gate(self, label: str) -> anyio.Event:
         return self._gates.setdefault(label, anyio.Event())
 
@@ -260,6 +219,55 @@ class HostApp:
 
     def stopped(self, label: str) -> anyio.Event:
         return self._stopped.setdefault(label, anyio.Event())
+
+
+def _add_input_tools(app: TaskServer) -> None:
+    """The tools of `HostApp` that ask the client (elicitation, sampling, roots)."""
+
+    @app.task_tool(poll_interval=0.05)
+    async def ask(filename: str):
+        """Ask before deleting `filename`."""
+        answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
+        confirmed = isinstance(answer, Accepted) and answer.data.confirm
+        yield Result(f"deleted {filename}" if confirmed else f"kept {filename}")
+
+    @app.task_tool(poll_interval=0.05)
+    async def two_keys():
+        """Ask two questions at once."""
+        name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
+        who = name.data.name if isinstance(name, Accepted) else "someone"
+        decision = "go" if isinstance(go, Accepted) and go.data.confirm else "stop"
+        yield Result(f"{who} says {decision}")
+
+    @app.task_tool(task_support="required", poll_interval=0.05, input_before_task=True)
+    async def before():
+        """Ask for a name on the call itself, then greet in a task."""
+        answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)
+        name = answer.data.name if isinstance(answer, Accepted) else "stranger"
+        yield f"greeting {name}"
+        yield Result(f"Hello, {name}!")
+
+    @app.task_tool(poll_interval=0.05)
+    async def summarize(topic: str):
+        """Ask the client's model, then the client's roots; return structured content."""
+        reply = yield Sample(f"Summarize {topic}", max_tokens=50)
+        roots = (yield ListRoots()).roots
+        yield Result(
+            {
+                "summary": reply.text,
+                "model": reply.model,
+                "stopReason": reply.stop_reason,
+                "roots": [root.uri for root in roots],
+            }
+        )
+
+    @app.task_tool(poll_interval=0.05)
+    async def with_context(ctx: TaskContext, topic: str) -> str:
+        """A plain coroutine using the imperative context."""
+        await ctx.status(f"{topic}: asking")
+        answer = await ctx.elicit(f"Publish {topic}?", Confirm)
+        verdict = "published" if isinstance(answer, Accepted) and answer.data.confirm else "held"
+        return f"{topic} {verdict} (task {ctx.task_id is not None})"
 
 
 # -- typed tasks/* requests for the SDK client -------------------------------------------------
@@ -345,10 +353,16 @@ def wire(model: BaseModel) -> dict[str, Any]:
 
 
 class Tasks:
-    """Task calls over an entered `mcp.Client` (which should advertise the tasks extension)."""
+    """Task calls over an entered `mcp.Client` (which should advertise the tasks extension).
+
+    Tools are called raw (the SDK would refuse a `resultType: "task"` it has no claim for); every
+    `tasks/get` records a changed `statusMessage` in `seen_status`, so a test can see what a task
+    said on the way.
+    """
 
     def __init__(self, client: Client) -> None:
         self.client = client
+        self.seen_status: list[str] = []
 
     @property
     def session(self) -> Any:
@@ -382,8 +396,24 @@ class Tasks:
         assert created.get("resultType") == "task", created
         return created
 
+    async def run(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Call a task tool and return its final state, `{"status", "result", ...}`.
+
+        A body that ends without suspending may be answered at once with its result
+        (`resultType: "complete"`) instead of a task; both come back in the same shape.
+        """
+        created = await self.call(name, arguments)
+        if created["resultType"] == "task":
+            return await self.finish(str(created["taskId"]))
+        assert created["resultType"] == "complete", created
+        return {"status": "completed", "result": created}
+
     async def get(self, task_id: str) -> dict[str, Any]:
-        return wire(await self.session.send_request(GetTaskRequest.of(task_id), AnyResult))
+        task = wire(await self.session.send_request(GetTaskRequest.of(task_id), AnyResult))
+        message = task.get("statusMessage")
+        if message is not None and (not self.seen_status or self.seen_status[-1] != message):
+            self.seen_status.append(message)
+        return task
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
         request = UpdateTaskRequest.of(task_id, dict(responses))
@@ -394,17 +424,26 @@ class Tasks:
         return wire(await self.session.send_request(request, AnyResult))
 
     async def wait(
-        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], *, what: str = "the condition"
+        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], what: str = "the condition"
     ) -> dict[str, Any]:
-        """Poll `tasks/get` until `predicate` holds; return that snapshot."""
-        return await poll(lambda: self.get(task_id), predicate, what=what)
+        """Poll `tasks/get` until `predicate` holds; return that snapshot. A task that ended
+        without it fails at once (a terminal task never changes again)."""
+
+        def done(task: dict[str, Any]) -> bool:
+            if predicate(task):
+                return True
+            if task["status"] in TERMINAL_STATUSES:
+                raise AssertionError(f"the task ended before {what}: {task}")
+            return False
+
+        return await poll(lambda: self.get(task_id), done, what=what)
 
     async def wait_status(self, task_id: str, statuses: str | Iterable[str]) -> dict[str, Any]:
         wanted = {statuses} if isinstance(statuses, str) else set(statuses)
         return await self.wait(task_id, lambda t: t["status"] in wanted, what=f"status in {sorted(wanted)}")
 
     async def finish(self, task_id: str) -> dict[str, Any]:
-        return await self.wait_status(task_id, TERMINAL)
+        return await self.wait_status(task_id, TERMINAL_STATUSES)
 
     async def wait_input(self, task_id: str, *, count: int | None = None) -> dict[str, Any]:
         """Wait until the task is input_required (with exactly `count` keys when given)."""
@@ -415,6 +454,18 @@ class Tasks:
             return count is None or len(task.get("inputRequests", {})) == count
 
         return await self.wait(task_id, ready, what="input requests")
+
+
+@asynccontextmanager
+async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIterator[Tasks]:
+    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`). With `tasks` it
+    advertises the tasks extension and declares `elicitation` (the tests answer questions by hand
+    through `tasks/update`); `options` go to `mcp.Client` (`elicitation_callback=None` for none)."""
+    target = getattr(server, "mcp", server)
+    extensions = [tasks_extension()] if tasks else []
+    options.setdefault("elicitation_callback", answered_by_hand if tasks else None)
+    async with Client(target, extensions=extensions, **options) as client:
+        yield Tasks(client)
 
 
 async def poll(
@@ -431,6 +482,15 @@ async def poll(
                 await anyio.sleep(0.005)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}") from None
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    """Poll `check()` until it holds (a tiny pause between looks, never as sync)."""
+
+    async def look() -> bool:
+        return check()
+
+    await poll(look, bool, what=what)
 
 
 # -- raw JSON-RPC over HTTP -------------------------------------------------------------------
@@ -546,7 +606,7 @@ class RawClient:
 
     async def finish(self, task_id: str) -> dict[str, Any]:
         return await poll(
-            lambda: self.get(task_id), lambda t: t["status"] in TERMINAL, what="a terminal status"
+            lambda: self.get(task_id), lambda t: t["status"] in TERMINAL_STATUSES, what="a terminal status"
         )
 
 

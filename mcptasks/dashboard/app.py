@@ -79,6 +79,121 @@ def _choice(value: str | None, allowed: frozenset[str] | None = None) -> frozens
     return frozenset({value})
 
 
+def _base_of(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/") + "/"
+
+
+def _secured(response: Response) -> Response:
+    response.headers.update(_HEADERS)
+    return response
+
+
+def _error(status: int, message: str) -> Response:
+    return _secured(JSONResponse({"error": message}, status_code=status))
+
+
+_NO_SUCH_TASK = "no such task (unknown, expired or purged)"
+
+
+class _Dashboard:
+    """The request handlers of one dashboard app (its settings and its store)."""
+
+    def __init__(self, holder: _Store, token: str | None, title: str, refresh_ms: int, show_results: bool):
+        self.holder = holder
+        self.token = token
+        self.title = title
+        self.refresh_ms = refresh_ms
+        self.show_results = show_results
+
+    async def read_summary(self, request: Request) -> dict[str, Any]:
+        return await summary(
+            await self.holder.get(),
+            statuses=_choice(request.query_params.get("status"), frozenset(STATUSES)),
+            tools=_choice(request.query_params.get("tool")),
+            can_cancel=self.token is not None,
+        )
+
+    async def index(self, request: Request) -> Response:
+        try:
+            data = await self.read_summary(request)
+        except ValueError:
+            return _secured(HTMLResponse("unknown status filter", status_code=400))
+        page = list_page(
+            data,
+            base=_base_of(request),
+            title=self.title,
+            refresh_ms=self.refresh_ms,
+            status=request.query_params.get("status", ""),
+            tool=request.query_params.get("tool", ""),
+        )
+        return _secured(HTMLResponse(page))
+
+    async def api_summary(self, request: Request) -> Response:
+        try:
+            return _secured(JSONResponse(await self.read_summary(request)))
+        except ValueError:
+            return _error(400, f"unknown status filter; use one of {', '.join(STATUSES)}")
+
+    async def task_view(self, task_id: str) -> dict[str, Any] | None:
+        record = await (await self.holder.get()).get(task_id)
+        if record is None:
+            return None
+        view = describe(record, detail=True, show_result=self.show_results)
+        view.pop("arguments", None)
+        view["canCancel"] = self.token is not None
+        return view
+
+    async def detail(self, request: Request) -> Response:
+        view = await self.task_view(request.path_params["task_id"])
+        if view is None:
+            return _secured(HTMLResponse(_NO_SUCH_TASK, status_code=404))
+        page = detail_page(
+            view,
+            base=_base_of(request),
+            title=self.title,
+            refresh_ms=self.refresh_ms,
+            can_cancel=self.token is not None,
+        )
+        return _secured(HTMLResponse(page))
+
+    async def api_task(self, request: Request) -> Response:
+        view = await self.task_view(request.path_params["task_id"])
+        if view is None:
+            return _error(404, _NO_SUCH_TASK)
+        return _secured(JSONResponse(view))
+
+    async def api_cancel(self, request: Request) -> Response:
+        if self.token is None:
+            return _error(403, "cancelling is disabled: start the dashboard with an operator token")
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return _error(401, "a valid operator token is required to cancel")
+        store_object = await self.holder.get()
+        task_id = request.path_params["task_id"]
+        before = await store_object.get(task_id)
+        record = await cancel_task(store_object, task_id, reason=OPERATOR_CANCEL_REASON)
+        if before is None or record is None:
+            return _error(404, _NO_SUCH_TASK)
+        return _secured(
+            JSONResponse({"taskId": task_id, "status": record.status, "changed": not before.terminal})
+        )
+
+    async def asset(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _ASSETS:
+            return _secured(Response("not found", status_code=404))
+        content = resources.files("mcptasks.dashboard").joinpath("static").joinpath(name).read_bytes()
+        return _secured(Response(content, media_type=_ASSETS[name]))
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.holder.close()
+
+
 def dashboard_app(
     store: StoreSource,
     *,
@@ -103,112 +218,15 @@ def dashboard_app(
         raise ValueError("the operator token must not be empty")
     if not refresh > 0:
         raise ValueError("refresh must be a positive number of seconds")
-    holder = _Store(store)
-    refresh_ms = int(refresh * 1000)
-    statuses = frozenset(STATUSES)
-
-    def base_of(request: Request) -> str:
-        return str(request.scope.get("root_path", "")).rstrip("/") + "/"
-
-    def secured(response: Response) -> Response:
-        response.headers.update(_HEADERS)
-        return response
-
-    def error(status: int, message: str) -> Response:
-        return secured(JSONResponse({"error": message}, status_code=status))
-
-    async def read_summary(request: Request) -> dict[str, Any]:
-        return await summary(
-            await holder.get(),
-            statuses=_choice(request.query_params.get("status"), statuses),
-            tools=_choice(request.query_params.get("tool")),
-            can_cancel=token is not None,
-        )
-
-    async def index(request: Request) -> Response:
-        try:
-            data = await read_summary(request)
-        except ValueError:
-            return secured(HTMLResponse("unknown status filter", status_code=400))
-        page = list_page(
-            data,
-            base=base_of(request),
-            title=title,
-            refresh_ms=refresh_ms,
-            status=request.query_params.get("status", ""),
-            tool=request.query_params.get("tool", ""),
-        )
-        return secured(HTMLResponse(page))
-
-    async def api_summary(request: Request) -> Response:
-        try:
-            return secured(JSONResponse(await read_summary(request)))
-        except ValueError:
-            return error(400, f"unknown status filter; use one of {', '.join(STATUSES)}")
-
-    async def task_view(task_id: str) -> dict[str, Any] | None:
-        record = await (await holder.get()).get(task_id)
-        if record is None:
-            return None
-        view = describe(record, detail=True, show_result=show_results)
-        view.pop("arguments", None)
-        view["canCancel"] = token is not None
-        return view
-
-    async def detail(request: Request) -> Response:
-        view = await task_view(request.path_params["task_id"])
-        if view is None:
-            return secured(HTMLResponse("no such task (unknown, expired or purged)", status_code=404))
-        page = detail_page(
-            view, base=base_of(request), title=title, refresh_ms=refresh_ms, can_cancel=token is not None
-        )
-        return secured(HTMLResponse(page))
-
-    async def api_task(request: Request) -> Response:
-        view = await task_view(request.path_params["task_id"])
-        if view is None:
-            return error(404, "no such task (unknown, expired or purged)")
-        return secured(JSONResponse(view))
-
-    async def api_cancel(request: Request) -> Response:
-        if token is None:
-            return error(403, "cancelling is disabled: start the dashboard with an operator token")
-        given = request.headers.get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            return error(401, "a valid operator token is required to cancel")
-        store_object = await holder.get()
-        task_id = request.path_params["task_id"]
-        before = await store_object.get(task_id)
-        record = await cancel_task(store_object, task_id, reason=OPERATOR_CANCEL_REASON)
-        if before is None or record is None:
-            return error(404, "no such task (unknown, expired or purged)")
-        return secured(
-            JSONResponse({"taskId": task_id, "status": record.status, "changed": not before.terminal})
-        )
-
-    async def asset(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in _ASSETS:
-            return secured(Response("not found", status_code=404))
-        content = resources.files("mcptasks.dashboard").joinpath("static").joinpath(name).read_bytes()
-        return secured(Response(content, media_type=_ASSETS[name]))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await holder.close()
-
+    app = _Dashboard(_Store(store), token, title, int(refresh * 1000), show_results)
     return Starlette(
         routes=[
-            Route("/", index),
-            Route("/tasks/{task_id:str}", detail),
-            Route("/api/summary", api_summary),
-            Route("/api/tasks/{task_id:str}", api_task),
-            Route("/api/tasks/{task_id:str}/cancel", api_cancel, methods=["POST"]),
-            Route("/static/{name:str}", asset),
+            Route("/", app.index),
+            Route("/tasks/{task_id:str}", app.detail),
+            Route("/api/summary", app.api_summary),
+            Route("/api/tasks/{task_id:str}", app.api_task),
+            Route("/api/tasks/{task_id:str}/cancel", app.api_cancel, methods=["POST"]),
+            Route("/static/{name:str}", app.asset),
         ],
-        lifespan=lifespan,
+        lifespan=app.lifespan,
     )

@@ -109,6 +109,11 @@ class StoreContract:
     """Set True when `publish` on one store instance reaches `subscribe` on another (Redis,
     PostgreSQL): enables the cross-instance notification test (needs `reopen`)."""
 
+    checks_open: ClassVar[bool] = False
+    """Set True when the store refuses use before `open()` and after `close()` with a
+    `RuntimeError` ("not open" / "closed") and can be opened again once closed: enables the
+    lifecycle tests (needs `unopened`)."""
+
     timeout: ClassVar[float] = 10.0
     """Upper bound, in seconds, for waits on notifications (never a synchronisation delay)."""
 
@@ -131,9 +136,18 @@ class StoreContract:
         """
         raise NotImplementedError("durable stores must override StoreContract.reopen")
 
+    def unopened(self, store: TaskStore) -> TaskStore:
+        """Override (stores with `checks_open`): a new store instance configured like `store`
+        (over the same data), not opened yet. The tests open and close it themselves."""
+        raise NotImplementedError("stores with checks_open must override StoreContract.unopened")
+
     def _require_durable(self) -> None:
         if not self.durable:
             pytest.skip("the store is not durable")
+
+    def _require_checks_open(self) -> None:
+        if not self.checks_open:
+            pytest.skip("the store does not check that it is open")
 
     # -- basics --------------------------------------------------------------------------------
 
@@ -196,6 +210,49 @@ class StoreContract:
     async def test_close_is_idempotent(self, store: TaskStore) -> None:
         await store.close()
         await store.close()
+
+    # -- lifecycle (only when `checks_open = True`) ------------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_use_before_open_raises(self, store: TaskStore) -> None:
+        self._require_checks_open()
+        fresh = self.unopened(store)
+        record = _record()
+        with pytest.raises(RuntimeError, match="not open"):
+            await fresh.create(record)
+        with pytest.raises(RuntimeError, match="not open"):
+            await fresh.get(record.task_id)
+        with pytest.raises(RuntimeError, match="not open"):
+            await fresh.list_active()
+        if self.shared_notifications:  # notifications travel through the store's server
+            with pytest.raises(RuntimeError, match="not open"):
+                async with fresh.subscribe():
+                    pass  # pragma: no cover
+        await fresh.close()  # closing a store that was never opened is fine
+
+    @pytest.mark.anyio
+    async def test_use_after_close_raises_and_a_closed_store_opens_again(self, store: TaskStore) -> None:
+        self._require_checks_open()
+        fresh = self.unopened(store)
+        record = _record()
+        await fresh.open()
+        await fresh.open()  # already open: nothing happens
+        try:
+            await fresh.create(record)
+        finally:
+            await fresh.close()
+        await fresh.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await fresh.get(record.task_id)
+        if self.shared_notifications:
+            with pytest.raises(RuntimeError, match="closed"):
+                await fresh.publish(record.task_id)
+        await fresh.open()
+        try:
+            found = await fresh.get(record.task_id)
+        finally:
+            await fresh.close()
+        assert found == (record if self.durable else None)
 
     # -- compare-and-set -----------------------------------------------------------------------
 

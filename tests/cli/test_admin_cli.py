@@ -22,12 +22,6 @@ __all__ = ["store_url"]  # the fixture, re-exported so pytest finds it here
 OWNER = "alice@example.com"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """asyncpg and redis-py run on asyncio only."""
-    return "asyncio"
-
-
 async def admin(*args: str) -> tuple[int, str, str]:
     """Run `mcptasks admin ARGS` in a fresh interpreter; (exit status, stdout, stderr)."""
     done = await anyio.run_process([sys.executable, "-m", "mcptasks", "admin", *args], check=False)

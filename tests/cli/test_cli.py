@@ -37,12 +37,6 @@ TIMEOUT = 60.0
 """Upper bound of every wait; never a synchronisation delay."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK client runs on asyncio here (the servers are separate processes anyway)."""
-    return "asyncio"
-
-
 def mcptasks_cli(
     *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -31,12 +31,6 @@ __all__ = ["store_url"]
 TOKEN = "operator-s3cret"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """asyncpg runs on asyncio only."""
-    return "asyncio"
-
-
 @contextmanager
 def dashboard(
     url: str, tmp_path: Path, *, token: str | None = TOKEN, extra: tuple[str, ...] = ()

@@ -53,11 +53,6 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def run_cli(
     *args: str, without: str | None = None, cwd: Path = ROOT, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
-import importlib.util
 import itertools
 import json
 import os
@@ -46,6 +45,7 @@ import httpx2
 import pytest
 import sync_docs
 from doc_blocks import blocks, build_file, write_file
+from fresh_modules import load_fresh
 from mcp import Client
 from mcp_types import ElicitResult
 from push_helpers import as_notification, listen, without_meta
@@ -53,8 +53,9 @@ from sdk_helpers import (
     BY_HAND,
     RawClient,
     Tasks,
-    answered_by_hand,
     bearer,
+    connect,
+    eventually,
     mcp_error,
     poll,
     serve_http,
@@ -63,6 +64,8 @@ from sdk_helpers import (
     the_input_request,
 )
 
+from mcptasks.wire import TERMINAL_STATUSES
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SNIPPETS = DOCS / "snippets"
@@ -70,16 +73,9 @@ WIRE = SNIPPETS / "wire"
 TUTORIAL = DOCS / "tutorial.md"
 TIMEOUT = 30.0
 """Upper bound of every wait; never a synchronisation delay."""
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's transports, uvicorn and subprocess handling are exercised on asyncio."""
-    return "asyncio"
 
 
 # -- bookkeeping: which test exercises which snippet ----------------------------------------------
@@ -145,62 +141,12 @@ def load_built(directory: Path, page: Path, name: str, *, through: str | None = 
 
 def load_file(path: Path) -> ModuleType:
     """Import the Python file `path` as a fresh module."""
-    module_name = f"_docs_snippet_{path.stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # pydantic resolves the module's annotations through it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
-
-
-@asynccontextmanager
-async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to a `TaskServer` (or an `MCPServer`); with tasks it
-    declares `elicitation` too (the tests answer questions by hand through `tasks/update`)."""
-    target = getattr(server, "mcp", server)
-    extensions = [tasks_extension()] if tasks else []
-    options.setdefault("elicitation_callback", answered_by_hand if tasks else None)
-    async with Client(target, extensions=extensions, **options) as client:
-        yield Tasks(client)
+    return load_fresh(path)
 
 
 def sdk_text(result: Any) -> str:
     """The text of an SDK `CallToolResult`."""
     return "".join(getattr(block, "text", "") for block in result.content)
-
-
-async def statuses_until(tasks: Tasks, task_id: str, done: Callable[[dict[str, Any]], bool]) -> list[str]:
-    """Poll until `done(task)`; return every distinct statusMessage seen on the way."""
-    seen: list[str] = []
-    try:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                task = await tasks.get(task_id)
-                message = task.get("statusMessage")
-                if message is not None and (not seen or seen[-1] != message):
-                    seen.append(message)
-                if done(task):
-                    return seen
-                await anyio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out; statuses seen: {seen}") from None
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Poll `check()` until it holds; fail after `TIMEOUT` seconds."""
-    try:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                if check():
-                    return
-                await anyio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def fast_polls(app: Any, interval_ms: int = 20) -> None:
@@ -221,8 +167,8 @@ async def test_tutorial_1_hello_runs_as_a_task_and_inline(tmp_path: Path) -> Non
     async with connect(snippet.app) as tasks:
         created = await tasks.start("hello", {"name": "Ada"})
         assert created["status"] == "working"
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL)
-        task = await tasks.get(created["taskId"])
+        task = await tasks.finish(created["taskId"])
+        seen = tasks.seen_status
     assert "thinking about Ada..." in seen
     assert task["status"] == "completed", task
     assert text(task["result"]) == "Hello, Ada!"
@@ -236,8 +182,8 @@ async def test_tutorial_2_streams_output_and_returns_a_report(tmp_path: Path) ->
     snippet = load_built(tmp_path, TUTORIAL, "ci.py", through="Step 2")
     async with connect(snippet.app) as tasks:
         created = await tasks.start("run_pipeline", {"kind": "build"})
-        seen = await statuses_until(tasks, created["taskId"], lambda t: t["status"] in TERMINAL)
-        task = await tasks.get(created["taskId"])
+        task = await tasks.finish(created["taskId"])
+        seen = tasks.seen_status
     assert task["status"] == "completed", task
     report = task["result"]["structuredContent"]
     assert report["kind"] == "build" and report["steps"] == 2
@@ -687,7 +633,9 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         )
         assert_documented(ack, "ack.result.json")
         done = await poll(
-            lambda: client.send("tasks/get", get), lambda r: r.result["status"] in TERMINAL, what="the end"
+            lambda: client.send("tasks/get", get),
+            lambda r: r.result["status"] in TERMINAL_STATUSES,
+            what="the end",
         )
         assert_documented(done, "tasks_get_completed.result.json")
 
@@ -698,7 +646,7 @@ async def test_the_wire_examples_are_what_the_server_says() -> None:
         ledger_get = documented_params("tasks_get.request.json", taskId=ledger.result["taskId"])
         failed = await poll(
             lambda: client.send("tasks/get", ledger_get),
-            lambda r: r.result["status"] in TERMINAL,
+            lambda r: r.result["status"] in TERMINAL_STATUSES,
             what="the failure",
         )
         assert_documented(failed, "tasks_get_failed.result.json")

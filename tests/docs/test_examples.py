@@ -9,163 +9,35 @@ environment variables, which the example reads at call time.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
+from fresh_modules import load_fresh
 from mcp import Client
 from mcp.client.context import ClientRequestContext
-from mcp.client.extension import advertise
-from mcp_types import CallToolRequest, CallToolRequestParams, ElicitRequestParams, ElicitResult, Result
-from pydantic import ConfigDict
-from sdk_helpers import answered_by_hand, text, the_input_request
+from mcp_types import ElicitRequestParams, ElicitResult
+from sdk_helpers import connect, eventually, text, the_input_request
 
 from mcptasks import Result as TaskResult
 from mcptasks import TaskServer, ToolError
-from mcptasks.client import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    UpdateTaskRequest,
-)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
-TIMEOUT = 30.0
-"""Upper bound of every wait; never a synchronisation delay."""
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """Subprocess handling is exercised on asyncio (the backend `app.run()` uses)."""
-    return "asyncio"
-
-
-# -- a minimal typed client for the tasks methods ---------------------------------------------------
-
-
-class AnyResult(Result):
-    """Any result, kept whole (`model_dump(by_alias=True)` gives the wire object)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-def _wire(result: Result) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, exclude_none=True, mode="json")
-
-
-class Tasks:
-    """`tools/call` as a task, and the `tasks/*` requests, over one SDK client."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.seen_status: list[str] = []
-
-    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        request = CallToolRequest(params=CallToolRequestParams(name=name, arguments=arguments or {}))
-        return _wire(await self.client.session.send_request(request, AnyResult))
-
-    async def start(self, name: str, arguments: dict[str, Any] | None = None) -> str:
-        created = await self.call(name, arguments)
-        assert created["resultType"] == "task", created
-        assert created["status"] == "working", created
-        return str(created["taskId"])
-
-    async def run(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Call a task tool and return its final state, `{"status", "result", ...}`.
-
-        A body that ends without suspending may be answered at once with its result
-        (`resultType: "complete"`) instead of a task; both come back in the same shape.
-        """
-        created = await self.call(name, arguments)
-        if created["resultType"] == "task":
-            return await self.finish(str(created["taskId"]))
-        assert created["resultType"] == "complete", created
-        return {"status": "completed", "result": created}
-
-    async def get(self, task_id: str) -> dict[str, Any]:
-        request = GetTaskRequest.of(task_id)
-        task = _wire(await self.client.session.send_request(request, AnyResult))
-        message = task.get("statusMessage")
-        if message is not None and (not self.seen_status or self.seen_status[-1] != message):
-            self.seen_status.append(message)
-        return task
-
-    async def update(self, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
-        request = UpdateTaskRequest.of(task_id, responses)
-        return _wire(await self.client.session.send_request(request, AnyResult))
-
-    async def cancel(self, task_id: str) -> dict[str, Any]:
-        request = CancelTaskRequest.of(task_id)
-        return _wire(await self.client.session.send_request(request, AnyResult))
-
-    async def wait_for(
-        self, task_id: str, predicate: Callable[[dict[str, Any]], bool], what: str
-    ) -> dict[str, Any]:
-        """Poll `tasks/get` until `predicate(task)` holds; fail after `TIMEOUT` seconds."""
-        task: dict[str, Any] = {}
-        try:
-            with anyio.fail_after(TIMEOUT):
-                while True:
-                    task = await self.get(task_id)
-                    if predicate(task):
-                        return task
-                    if task["status"] in TERMINAL:
-                        raise AssertionError(f"task ended before {what}: {task}")
-                    await anyio.sleep(0.02)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}; last: {task}") from None
-
-    async def finish(self, task_id: str) -> dict[str, Any]:
-        """Poll until the task is terminal."""
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                task = await self.get(task_id)
-                if task["status"] in TERMINAL:
-                    return task
-                await anyio.sleep(0.02)
-
-
-_counter = itertools.count()
-
-
 def load_example(name: str) -> ModuleType:
     """Import `examples/<name>.py` as a fresh module (a fresh server, engine and store)."""
-    module_name = f"_example_{name}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # pydantic resolves the module's annotations through it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
-
-
-@asynccontextmanager
-async def connect(
-    app: TaskServer, *, tasks: bool = True, elicitation: bool | None = None
-) -> AsyncIterator[Tasks]:
-    """An SDK client connected in process to `app`, advertising the tasks extension (or not) and
-    `elicitation` (default: with tasks; the tests answer questions by hand through `tasks/update`)."""
-    extensions = [advertise(EXTENSION_ID)] if tasks else []
-    callback = answered_by_hand if (tasks if elicitation is None else elicitation) else None
-    async with Client(app.mcp, extensions=extensions, elicitation_callback=callback) as client:
-        yield Tasks(client)
+    return load_fresh(EXAMPLES / f"{name}.py")
 
 
 # -- hello -----------------------------------------------------------------------------------------
@@ -176,7 +48,7 @@ async def test_hello_completes_as_a_task() -> None:
     async with connect(hello.app) as tasks:
         listed = await tasks.client.list_tools()
         assert [t.name for t in listed.tools] == ["hello"]
-        task_id = await tasks.start("hello", {"name": "Ada"})
+        task_id = (await tasks.start("hello", {"name": "Ada"}))["taskId"]
         task = await tasks.finish(task_id)
     assert task["status"] == "completed", task
     assert task["result"]["isError"] is False
@@ -248,18 +120,6 @@ def _running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    """Poll `check()` until it holds; fail after `TIMEOUT` seconds."""
-    try:
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                if check():
-                    return
-                await anyio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 async def wait_for_file(path: Path) -> str:
     await eventually(path.exists, f"{path} to appear")
     return await anyio.Path(path).read_text()
@@ -284,12 +144,12 @@ async def test_job_runner_streams_output_and_publishes_after_approval(
     )
     set_steps(monkeypatch, "publish", py("print('uploaded 1 artifact')"))
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "test"})
-        await tasks.wait_for(
+        task_id = (await tasks.start("run_pipeline", {"kind": "test"}))["taskId"]
+        await tasks.wait(
             task_id, lambda t: "unit-line-1" in (t.get("statusMessage") or ""), "the first output line"
         )
         go.touch()
-        task = await tasks.wait_for(task_id, lambda t: t["status"] == "input_required", "the approval")
+        task = await tasks.wait(task_id, lambda t: t["status"] == "input_required", "the approval")
         key, request = the_input_request(task)
         assert request["method"] == "elicitation/create"
         assert "publish" in request["params"]["requestedSchema"]["properties"]
@@ -325,8 +185,8 @@ async def test_job_runner_does_not_publish_without_approval(
     set_steps(monkeypatch, "build", py("print('built')"))
     set_steps(monkeypatch, "publish", py(f"open({str(marker)!r}, 'w').close()"))
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "build"})
-        task = await tasks.wait_for(task_id, lambda t: t["status"] == "input_required", "the approval")
+        task_id = (await tasks.start("run_pipeline", {"kind": "build"}))["taskId"]
+        task = await tasks.wait(task_id, lambda t: t["status"] == "input_required", "the approval")
         key, _ = the_input_request(task)
         await tasks.update(task_id, {key: answer})
         task = await tasks.finish(task_id)
@@ -347,8 +207,8 @@ async def test_job_runner_without_elicitation_finishes_without_publishing(
     marker = tmp_path / "published"
     set_steps(monkeypatch, "test", py("print('ok')"))
     set_steps(monkeypatch, "publish", py(f"open({str(marker)!r}, 'w').close()"))
-    async with connect(job_runner.app, elicitation=False) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "test"})
+    async with connect(job_runner.app, elicitation_callback=None) as tasks:
+        task_id = (await tasks.start("run_pipeline", {"kind": "test"}))["taskId"]
         task = await tasks.finish(task_id)
 
     assert task["status"] == "completed", task
@@ -415,8 +275,8 @@ async def test_job_runner_throttles_status_writes(
     chatty = "import time\nend, i = time.monotonic() + 1.0, 0\nwhile time.monotonic() < end:\n    i += 1; print(f'line {i}')\n"
     set_steps(monkeypatch, "build", py(chatty))
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "build"})
-        task = await tasks.wait_for(task_id, lambda t: t["status"] == "input_required", "the approval")
+        task_id = (await tasks.start("run_pipeline", {"kind": "build"}))["taskId"]
+        task = await tasks.wait(task_id, lambda t: t["status"] == "input_required", "the approval")
         key, _ = the_input_request(task)
         await tasks.update(task_id, {key: {"action": "decline"}})
         task = await tasks.finish(task_id)
@@ -436,8 +296,8 @@ async def test_job_runner_runs_shell_strings_and_merges_stderr(
 ) -> None:
     set_steps(monkeypatch, "build", "echo to-stdout; echo to-stderr 1>&2; read line || echo no-stdin")
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "build"})
-        task = await tasks.wait_for(task_id, lambda t: t["status"] == "input_required", "the approval")
+        task_id = (await tasks.start("run_pipeline", {"kind": "build"}))["taskId"]
+        task = await tasks.wait(task_id, lambda t: t["status"] == "input_required", "the approval")
         key, _ = the_input_request(task)
         await tasks.update(task_id, {key: {"action": "decline"}})
         task = await tasks.finish(task_id)
@@ -517,8 +377,8 @@ async def test_job_runner_cancel_kills_the_whole_process_group(
     )
     set_steps(monkeypatch, "build", step)
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "build"})
-        await tasks.wait_for(task_id, lambda t: "step running" in (t.get("statusMessage") or ""), "output")
+        task_id = (await tasks.start("run_pipeline", {"kind": "build"}))["taskId"]
+        await tasks.wait(task_id, lambda t: "step running" in (t.get("statusMessage") or ""), "output")
         pids = [int(p) for p in (await wait_for_file(pid_file)).split()]
         assert all(_running(pid) for pid in pids)
         assert os.getpgid(pids[1]) == pids[0] != os.getpgid(0)  # its own process group
@@ -565,8 +425,8 @@ async def test_job_runner_default_build_pipeline(
     for pipeline in ("test", "build", "publish"):
         monkeypatch.delenv(f"JOB_RUNNER_STEPS_{pipeline.upper()}", raising=False)
     async with connect(job_runner.app) as tasks:
-        task_id = await tasks.start("run_pipeline", {"kind": "build"})
-        task = await tasks.wait_for(task_id, lambda t: t["status"] == "input_required", "the approval")
+        task_id = (await tasks.start("run_pipeline", {"kind": "build"}))["taskId"]
+        task = await tasks.wait(task_id, lambda t: t["status"] == "input_required", "the approval")
         key, _ = the_input_request(task)
         await tasks.update(task_id, {key: {"action": "accept", "content": {"publish": True}}})
         task = await tasks.finish(task_id)
@@ -609,7 +469,7 @@ async def test_tool_error_before_the_first_yield_is_a_tool_error() -> None:
 async def test_tools_call_returns_the_task_before_the_first_yield() -> None:
     async with connect(_early_server()) as tasks:
         started = anyio.current_time()
-        task_id = await tasks.start("slow_start")
+        task_id = (await tasks.start("slow_start"))["taskId"]
         latency = anyio.current_time() - started
         await tasks.finish(task_id)
     assert latency < 1.5, f"tools/call took {latency:.1f} s"

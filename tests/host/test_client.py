@@ -9,17 +9,15 @@ by the tools, the task's status) under generous `anyio.fail_after` deadlines.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
+from fresh_modules import load_fresh
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp_types import (
@@ -72,23 +70,9 @@ TIMEOUT = 60.0
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK client and uvicorn run on asyncio here."""
-    return "asyncio"
-
-
-_loads = itertools.count()
-
-
 def conformance_app() -> TaskServer:
     """A fresh copy of `examples/conformance_server.py`'s app (its own engine and store)."""
-    name = f"_client_test_conformance_{next(_loads)}"
-    spec = importlib.util.spec_from_file_location(name, CONFORMANCE)
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    app = module.app
+    app = load_fresh(CONFORMANCE).app
     assert isinstance(app, TaskServer)
     return app
 

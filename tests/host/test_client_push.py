@@ -29,11 +29,6 @@ from mcptasks.client import DetailedTask, TasksClient, start_tool_call
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class CountingApp:
     """A `TaskServer` whose `slow` task changes status three times over `seconds`."""
 

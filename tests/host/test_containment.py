@@ -20,9 +20,10 @@ import httpx2
 import pytest
 from mcp import Client
 from processes import free_port, serving_http
-from sdk_helpers import TERMINAL, TIMEOUT, RawClient, accept, poll, tasks_extension, text, the_input_request
+from sdk_helpers import TIMEOUT, RawClient, accept, poll, tasks_extension, text, the_input_request
 
 from mcptasks import EXTENSION_ID
+from mcptasks.wire import TERMINAL_STATUSES
 
 APP = Path(__file__).resolve().parents[1] / "hostile_app.py"
 
@@ -45,11 +46,6 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     with serving_http(APP, port=port, log=log, extra=("--store", store)) as process:
         yield Server(f"http://127.0.0.1:{port}/mcp", process, log)
         assert process.poll() is None, log.read_text()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @asynccontextmanager
@@ -266,7 +262,7 @@ async def test_a_yield_inside_the_bodys_own_cancel_scope(server: Server) -> None
 )
 async def test_odd_generators(server: Server, tool: str, check: Any) -> None:
     task = await hostile(server, tool)
-    assert task["status"] in TERMINAL
+    assert task["status"] in TERMINAL_STATUSES
     assert check(task), task
 
 

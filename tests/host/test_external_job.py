@@ -22,11 +22,6 @@ TIMEOUT = 90.0
 """Upper bound of every wait (a restart on a loaded 2-core machine takes seconds); never a sync."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def poll_task(url: str, task_id: str, predicate: Any, what: str) -> dict[str, Any]:
     last: dict[str, Any] | None = None
     async with httpx2.AsyncClient(timeout=30) as http:

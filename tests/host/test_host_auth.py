@@ -35,12 +35,6 @@ from mcptasks.wire import INVALID_PARAMS
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """uvicorn and the SDK's transports run on asyncio."""
-    return "asyncio"
-
-
 def authenticated_host(**options: Any) -> HostApp:
     return HostApp(
         **options,

@@ -56,12 +56,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MISSING_TASKS_DATA = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """uvicorn and the SDK's transports run on asyncio."""
-    return "asyncio"
-
-
 @asynccontextmanager
 async def running(host: HostApp) -> AsyncIterator[str]:
     async with serve_http(host.app.streamable_http_app()) as url:

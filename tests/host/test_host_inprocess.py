@@ -38,7 +38,7 @@ from sdk_helpers import (
     TaskIdParams,
     Tasks,
     accept,
-    answered_by_hand,
+    connect,
     mcp_error,
     poll,
     tasks_extension,
@@ -55,21 +55,6 @@ pytestmark = pytest.mark.anyio
 ISO = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
 CREATE_KEYS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 MISSING_TASKS_DATA = {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's in-process client runs on asyncio."""
-    return "asyncio"
-
-
-@asynccontextmanager
-async def opted_in(host: HostApp, **options: Any) -> AsyncIterator[Tasks]:
-    """An SDK client that declares the tasks extension on every request, and `elicitation` (the
-    tests answer questions by hand through `tasks/update`) unless told otherwise."""
-    options.setdefault("elicitation_callback", answered_by_hand)
-    async with Client(host.mcp, extensions=[tasks_extension()], **options) as client:
-        yield Tasks(client)
 
 
 # -- discovery and listing ----------------------------------------------------------------------
@@ -126,7 +111,7 @@ async def test_tools_list_shows_task_tools_next_to_ordinary_tools_with_exact_sch
 
 async def test_create_poll_and_inlined_result_with_status_while_working() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         created = await tasks.start("gated", {"label": "alpha"})
         assert set(created) - {"statusMessage"} == CREATE_KEYS
         assert created["status"] == "working"
@@ -157,7 +142,7 @@ async def test_create_poll_and_inlined_result_with_status_while_working() -> Non
 
 async def test_elicitation_through_tasks_update() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("ask", {"filename": "a.txt"}))["taskId"]
         waiting = await tasks.wait_input(task_id, count=1)
         ((key, request),) = waiting["inputRequests"].items()
@@ -173,7 +158,7 @@ async def test_elicitation_through_tasks_update() -> None:
 
 async def test_two_keys_at_once_with_partial_answers() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("two_keys"))["taskId"]
         waiting = await tasks.wait_input(task_id, count=2)
         by_message = {r["params"]["message"]: key for key, r in waiting["inputRequests"].items()}
@@ -196,7 +181,7 @@ async def test_two_keys_at_once_with_partial_answers() -> None:
 
 async def test_an_invalid_answer_is_asked_again_under_a_fresh_key() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("two_keys"))["taskId"]
         waiting = await tasks.wait_input(task_id, count=2)
         keys = {r["params"]["message"]: key for key, r in waiting["inputRequests"].items()}
@@ -221,7 +206,7 @@ async def test_an_invalid_answer_is_asked_again_under_a_fresh_key() -> None:
 
 async def test_sampling_and_roots_through_tasks_update() -> None:
     host = HostApp()
-    async with opted_in(host, **BY_HAND) as tasks:
+    async with connect(host, **BY_HAND) as tasks:
         task_id = (await tasks.start("summarize", {"topic": "logs"}))["taskId"]
         ((key, request),) = (await tasks.wait_input(task_id, count=1))["inputRequests"].items()
         assert request == {
@@ -257,7 +242,7 @@ async def test_sampling_and_roots_through_tasks_update() -> None:
 
 async def test_invalid_arguments_are_a_tool_error_and_create_no_task() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         for arguments in ({}, {"label": 5}):
             refused = await tasks.call("gated", arguments)
             assert refused["resultType"] == "complete"
@@ -268,12 +253,12 @@ async def test_invalid_arguments_are_a_tool_error_and_create_no_task() -> None:
 
 async def test_a_task_running_when_the_server_stops_is_failed_not_left_working() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("gated", {"label": "orphan"}))["taskId"]
         await tasks.wait(task_id, lambda t: t.get("statusMessage") == "orphan: waiting")
     # Leaving the client ran the server's lifespan exit; the memory store outlives it.
     assert host.stopped("orphan").is_set()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         failed = await tasks.get(task_id)
     assert failed["status"] == "failed"
     assert failed["error"]["message"] == SHUTDOWN_MESSAGE
@@ -281,7 +266,7 @@ async def test_a_task_running_when_the_server_stops_is_failed_not_left_working()
 
 async def test_coroutine_body_with_task_context() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("with_context", {"topic": "post"}))["taskId"]
         waiting = await tasks.wait_input(task_id, count=1)
         assert waiting["statusMessage"] == "post: asking"
@@ -293,7 +278,7 @@ async def test_coroutine_body_with_task_context() -> None:
 
 async def test_cancel_a_running_task_stops_its_body_and_is_idempotent() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("gated", {"label": "long"}))["taskId"]
         await tasks.wait(task_id, lambda t: t.get("statusMessage") == "long: waiting")
 
@@ -310,7 +295,7 @@ async def test_cancel_a_running_task_stops_its_body_and_is_idempotent() -> None:
 
 async def test_cancel_while_input_required() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("ask", {"filename": "b.txt"}))["taskId"]
         (key,) = (await tasks.wait_input(task_id))["inputRequests"]
         assert await tasks.cancel(task_id) == {"resultType": "complete"}
@@ -324,7 +309,7 @@ async def test_cancel_while_input_required() -> None:
 
 async def test_cancel_of_a_completed_task_is_an_ack_and_changes_nothing() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("quick", {"n": 3}))["taskId"]
         done = await tasks.finish(task_id)
         assert done["status"] == "completed"
@@ -336,7 +321,7 @@ async def test_cancel_of_a_completed_task_is_an_ack_and_changes_nothing() -> Non
 
 async def test_protocol_error_fails_the_task_with_the_error() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("protocol_error"))["taskId"]
         failed = await tasks.finish(task_id)
         assert failed["status"] == "failed"
@@ -350,7 +335,7 @@ async def test_protocol_error_fails_the_task_with_the_error() -> None:
 
 async def test_tool_error_completes_the_task_with_is_error() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         task_id = (await tasks.start("tool_error"))["taskId"]
         done = await tasks.finish(task_id)
         assert done["status"] == "completed"
@@ -366,7 +351,7 @@ async def test_no_progress_or_log_notifications_for_a_task() -> None:
     async def collect(message: Any) -> None:
         seen.append(message)
 
-    async with opted_in(host, message_handler=collect, log_level="debug") as tasks:
+    async with connect(host, message_handler=collect, log_level="debug") as tasks:
         task_id = (await tasks.start("gated", {"label": "quiet"}))["taskId"]
         await tasks.wait(task_id, lambda t: t.get("statusMessage") == "quiet: waiting")
         host.release("quiet")
@@ -401,7 +386,7 @@ async def test_tasks_methods_without_opt_in_are_32021_before_any_lookup() -> Non
 
 async def test_two_concurrent_in_process_clients_share_the_server() -> None:
     host = HostApp()
-    async with opted_in(host) as owner:
+    async with connect(host) as owner:
         task_id = (await owner.start("gated", {"label": "shared"}))["taskId"]
         async with Client(host.mcp) as plain:
             error = await mcp_error(Tasks(plain).get(task_id))
@@ -414,7 +399,7 @@ async def test_two_concurrent_in_process_clients_share_the_server() -> None:
 
 async def test_unknown_task_id_is_32602() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         for attempt in (
             lambda: tasks.get("tasks-nonexistent-12345"),
             lambda: tasks.update("tasks-nonexistent-12345", {"k": {}}),
@@ -425,7 +410,7 @@ async def test_unknown_task_id_is_32602() -> None:
 
 async def test_tasks_list_and_tasks_result_are_method_not_found() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         for request in (
             ListTasksRequest(params=RequestParams()),
             ResultTaskRequest(params=TaskIdParams(task_id="tasks-isolation-probe")),
@@ -597,7 +582,7 @@ async def test_fallback_tools_serve_a_host_that_does_not_speak_the_extension() -
         assert unknown.is_error is True
 
     # A client that opts in still gets real tasks.
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         assert (await tasks.call("quick"))["resultType"] == "task"
 
 
@@ -611,7 +596,7 @@ async def test_fallback_reject_refuses_calls_without_the_extension() -> None:
 
 async def test_an_idempotency_key_in_meta_returns_the_task_it_created() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         first = await tasks.start("gated", {"label": "once"}, meta={IDEMPOTENCY_KEY: "deploy-42"})
         retry = await tasks.start("gated", {"label": "once"}, meta={IDEMPOTENCY_KEY: "deploy-42"})
         other = await tasks.start("gated", {"label": "once"}, meta={IDEMPOTENCY_KEY: "deploy-43"})
@@ -626,7 +611,7 @@ async def test_an_idempotency_key_in_meta_returns_the_task_it_created() -> None:
 
 async def test_an_idempotency_key_reused_for_a_different_call_is_not_merged() -> None:
     host = HostApp()
-    async with opted_in(host) as tasks:
+    async with connect(host) as tasks:
         first = await tasks.start("quick", {"n": 1}, meta={IDEMPOTENCY_KEY: "k"})
         for name, arguments in (("quick", {"n": 9}), ("required_job", {})):
             try:
@@ -645,7 +630,7 @@ async def test_mrtr_rounds_before_the_task_then_a_create_task_result() -> None:
     async def never(context: ClientRequestContext, params: ElicitRequestParams) -> ErrorData:
         raise AssertionError("the test answers by hand")
 
-    async with opted_in(host, elicitation_callback=never) as tasks:
+    async with connect(host, elicitation_callback=never) as tasks:
         first = await tasks.call("before")
         assert first["resultType"] == "input_required"
         assert "taskId" not in first
@@ -667,7 +652,7 @@ async def test_mrtr_rounds_before_the_task_then_a_create_task_result() -> None:
 
 async def test_mrtr_before_the_task_without_the_elicitation_capability_is_unsupported() -> None:
     host = HostApp()
-    async with opted_in(host, elicitation_callback=None) as tasks:
+    async with connect(host, elicitation_callback=None) as tasks:
         created = await tasks.call("before")
         assert created["resultType"] == "task"
         done = await tasks.finish(created["taskId"])

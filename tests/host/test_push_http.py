@@ -36,12 +36,6 @@ from mcptasks.wire import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """uvicorn and the SDK's transports run on asyncio."""
-    return "asyncio"
-
-
 @asynccontextmanager
 async def running(host: HostApp) -> AsyncIterator[tuple[str, RawClient]]:
     async with (

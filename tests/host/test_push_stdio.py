@@ -21,11 +21,6 @@ from mcptasks.server.listen import CLOSE_REASON_META
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Stdio:
     """JSON-RPC lines to and from a server's stdin/stdout; every frame read is kept in `seen`."""
 

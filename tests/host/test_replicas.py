@@ -48,7 +48,7 @@ from push_helpers import as_notification, listen, task_frames, without_meta
 from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
 from mcptasks._runtime.recovery import SHUTDOWN_MESSAGE, WORKER_LOST_MESSAGE
-from mcptasks.wire import IDEMPOTENCY_META
+from mcptasks.wire import IDEMPOTENCY_META, TERMINAL_STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests/replica_app.py"
@@ -59,7 +59,6 @@ WAIT = 30.0
 """Upper bound of an ordinary wait."""
 DETECTION_BOUND = 15.0
 """Seconds within which survivors must fail a killed replica's tasks (lease 2 s: about 2 s)."""
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 REDIS_URL = os.environ.get("MCPTASKS_REPLICA_REDIS_URL", "redis://127.0.0.1:6379/14")
 POSTGRES_URL = os.environ.get("MCPTASKS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -70,12 +69,6 @@ POSTGRES_HINT = (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """redis-py and asyncpg run on asyncio only."""
-    return "asyncio"
 
 
 # -- stores ------------------------------------------------------------------------------------
@@ -381,7 +374,7 @@ async def marker(cluster: Cluster, pattern: str, *, within: float = WAIT) -> lis
 async def terminal(client: Replica, task_id: str, *, within: float = WAIT) -> dict[str, Any]:
     return await until(
         lambda: client.get(task_id),
-        lambda t: t["status"] in TERMINAL,
+        lambda t: t["status"] in TERMINAL_STATUSES,
         what=f"{task_id} to end",
         within=within,
     )
@@ -516,7 +509,7 @@ async def test_push_across_replicas(trio: Cluster, http: httpx2.AsyncClient) -> 
         assert await on_c.rpc("tasks/update", {"taskId": task_id, "inputResponses": answer}) == {
             "resultType": "complete"
         }
-        while pushed["status"] not in TERMINAL:
+        while pushed["status"] not in TERMINAL_STATUSES:
             pushed = task_frames([await stream.next(timeout=WAIT)])[0]
         closing = await stream.next(timeout=WAIT)
     assert structured(pushed) == {"pid": a.pid, "confirmed": True, "task": task_id}
@@ -609,14 +602,14 @@ async def test_retry_on_crash_reruns_on_a_survivor(
 
     retrying = await until(
         look,
-        lambda t: "attempt 2 of 3" in t.get("statusMessage", "") or t["status"] in TERMINAL,
+        lambda t: "attempt 2 of 3" in t.get("statusMessage", "") or t["status"] in TERMINAL_STATUSES,
         what="the retry",
         within=DETECTION_BOUND,
     )
     message = retrying.get("statusMessage")
     print(f"\nretry visible {time.monotonic() - killed_at:.2f} s after kill -9: {message!r}")
     assert retrying["status"] == "working", retrying
-    done = await until(look, lambda t: t["status"] in TERMINAL, what="the retried run to end")
+    done = await until(look, lambda t: t["status"] in TERMINAL_STATUSES, what="the retried run to end")
     result = structured(done)
     assert result["attempt"] == 2 and result["runs"] == 2, (result, seen)
     assert result["pid"] in {p.pid for p in trio.procs}
@@ -655,7 +648,7 @@ async def test_paused_replica_does_not_write_to_its_rerun_task(
         seen.append((task["status"], task.get("statusMessage", "")))
         return task
 
-    done = await until(look, lambda t: t["status"] in TERMINAL, what="the end")
+    done = await until(look, lambda t: t["status"] in TERMINAL_STATUSES, what="the end")
     stale = [message for _, message in seen if "attempt 1 of 3" in message]
     outcome = done.get("result", {}).get("structuredContent") or done
     assert not stale, (
@@ -755,7 +748,7 @@ async def test_volume_every_task_completes_exactly_once(trio: Cluster, http: htt
                 seen[i].append(current["status"])
                 assert current["createdAt"] == task.get("createdAt", current["createdAt"]), (task, current)
                 assert current["lastUpdatedAt"] >= current["createdAt"], current
-                if current["status"] in TERMINAL:
+                if current["status"] in TERMINAL_STATUSES:
                     break
                 await anyio.sleep(0.05)
             finals[i] = current

@@ -20,7 +20,6 @@ pytest.importorskip(
 )
 
 from helpers import wait_for, wait_for_status
-from mcp import Client
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -34,7 +33,7 @@ from sdk_helpers import (
     HostApp,
     Tasks,
     accept,
-    tasks_extension,
+    connect,
     the_input_request,
 )
 
@@ -59,12 +58,6 @@ class _Switch(SpanProcessor):
 
 
 SWITCH = _Switch(SimpleSpanProcessor(EXPORTER))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The SDK's in-process client runs on asyncio."""
-    return "asyncio"
 
 
 @pytest.fixture(autouse=True)
@@ -93,8 +86,8 @@ def reader() -> InMemoryMetricReader:
 async def instrumented(reader: InMemoryMetricReader) -> AsyncIterator[tuple[HostApp, Tasks]]:
     host = HostApp()
     instrument(host.app, meter_provider=MeterProvider(metric_readers=[reader]))
-    async with Client(host.mcp, extensions=[tasks_extension()], **BY_HAND) as client:
-        yield host, Tasks(client)
+    async with connect(host, **BY_HAND) as tasks:
+        yield host, tasks
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:

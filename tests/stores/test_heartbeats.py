@@ -30,11 +30,6 @@ BOUND = 90.0
 """Upper bound of every wait; never a synchronisation delay."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextmanager
 def two_servers(tmp_path: Path, **env: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """Servers A and B on one SQLite file (lease 1 s); yields their MCP URLs and A's process."""

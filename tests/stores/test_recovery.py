@@ -18,6 +18,13 @@ from mcptasks._runtime.recovery import RECOVERY_BATCH
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """SQLite runs on asyncio and on trio (the directory's default is asyncio)."""
+    return str(request.param)
+
+
 PRINT_ID = "from mcptasks._runtime.instances import new_instance_id; print(new_instance_id(), flush=True)"
 
 

@@ -26,6 +26,7 @@ class TestMemoryStore(StoreContract):
 
 class TestSqliteStore(StoreContract):
     durable = True
+    checks_open = True
 
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[TaskStore]:
@@ -35,10 +36,13 @@ class TestSqliteStore(StoreContract):
         await store.close()
 
     async def reopen(self, store: TaskStore) -> TaskStore:
-        assert isinstance(store, SqliteTaskStore)
-        other = SqliteTaskStore(store.path)
+        other = self.unopened(store)
         await other.open()
         return other
+
+    def unopened(self, store: TaskStore) -> TaskStore:
+        assert isinstance(store, SqliteTaskStore)
+        return SqliteTaskStore(store.path)
 
 
 class TestSqliteStoreOnTrio(TestSqliteStore):
@@ -49,6 +53,10 @@ class TestSqliteStoreOnTrio(TestSqliteStore):
 
 class TestSqliteMemoryStore(StoreContract):
     durable = False
+    checks_open = True
+
+    def unopened(self, store: TaskStore) -> TaskStore:
+        return SqliteTaskStore(":memory:")
 
     @pytest.fixture
     async def store(self) -> AsyncIterator[TaskStore]:

@@ -36,11 +36,6 @@ QUICK = 10.0
 """A request during the outage must be answered within this (no hang on a dead connection)."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # redis-py and asyncpg
-
-
 @pytest.fixture(scope="module", params=["redis", "postgres"])
 def server(request: pytest.FixtureRequest) -> Iterator[Any]:
     if request.param == "redis":
