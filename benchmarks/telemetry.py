@@ -75,6 +75,7 @@ def child(mode: str, creates: int, gets: int) -> dict[str, float]:
     from mcptasks import (
         EXTENSION_ID,
         EngineConfig,
+        Limits,
         MemoryTaskStore,
         Result,
         TaskEngine,
@@ -90,7 +91,9 @@ def child(mode: str, creates: int, gets: int) -> dict[str, float]:
         yield Result("ok")
 
     async def main() -> dict[str, float]:
-        engine = TaskEngine(MemoryTaskStore(), config=EngineConfig(immediate_results=False))
+        # Limits that never refuse the creates (bodies may not have finished yet), still checked
+        roomy = Limits(max_active_per_owner=10**9, max_active=10**9)
+        engine = TaskEngine(MemoryTaskStore(), config=EngineConfig(immediate_results=False, limits=roomy))
         if mode in ("api-only", "sdk-on"):
             from mcptasks.telemetry import instrument
 

@@ -30,7 +30,7 @@ try:
     from opentelemetry import metrics, trace
     from opentelemetry.context import Context
     from opentelemetry.metrics import CallbackOptions, Observation
-    from opentelemetry.trace import Link, SpanKind, StatusCode
+    from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("mcptasks.telemetry needs OpenTelemetry: pip install 'mcptasks[otel]'") from exc
@@ -204,6 +204,12 @@ class Telemetry:
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier)
         record.trace = carrier or None
+        if record.trace is not None:  # what `_creating_link` would parse back out of the carrier
+            here = span.get_span_context()
+            there = SpanContext(
+                here.trace_id, here.span_id, True, trace_flags=here.trace_flags, trace_state=here.trace_state
+            )
+            self._remember(record.task_id, Link(there))
         if span.is_recording():
             span.set_attribute(_TASK_ID, record.task_id)
 
@@ -322,10 +328,13 @@ class Telemetry:
         except KeyError:
             pass
         link = _creating_link(record)
-        self._links[record.task_id] = link
+        self._remember(record.task_id, link)
+        return link
+
+    def _remember(self, task_id: str, link: Link | None) -> None:
+        self._links[task_id] = link
         if len(self._links) > _LINK_CACHE:
             self._links.popitem(last=False)
-        return link
 
 
 def _add_change_events(span: trace.Span, before: TaskRecord, after: TaskRecord) -> None:

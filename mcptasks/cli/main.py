@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcptasks import __version__
+from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.cli.arguments import Handler
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
@@ -262,6 +263,7 @@ def _serve_transport(
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
     configure_logging(log_level, log_format)
     startup = _startup(mcp, extension, url, log_level, log_format)
+    tune_gc()
     if transport == "http":
         startup.print(sys.stderr)
         _serve_http(mcp, extension, host, port, path, log_level)
@@ -302,6 +304,7 @@ def work(
                 async for _ in signals:
                     break
 
+    tune_gc()
     anyio.run(run)
 
 

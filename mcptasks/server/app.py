@@ -12,6 +12,7 @@ from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions
 from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
@@ -121,7 +122,9 @@ class TaskServer:
         """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`.
 
         Ctrl-C (SIGINT) stops either transport with `KeyboardInterrupt`; SIGTERM stops it normally.
+        The process's garbage collector is tuned for serving first (`tune_gc`).
         """
+        tune_gc()
         if transport == "stdio":
             if anyio.run(serve_stdio, self.mcp.run_stdio_async):
                 raise KeyboardInterrupt
