@@ -167,16 +167,21 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
     return startup
 
 
-def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str) -> None:
+def _serve_http(
+    mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str, fast_path: bool = True
+) -> None:
     """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
     import anyio
     import uvicorn
 
     from mcptasks.server.app import uvicorn_server
+    from mcptasks.server.fast_path import add_fast_path
     from mcptasks.server.http_hints import ProtocolVersionHint
 
     app = mcp.streamable_http_app(streamable_http_path=path, host=host)
     app.add_middleware(ProtocolVersionHint)
+    if fast_path and extension is not None:
+        add_fast_path(app, mcp, extension, path=path)
     config = uvicorn.Config(
         app,
         host=host,
@@ -201,6 +206,7 @@ def serve(
     lease_ttl: float | None = None,
     log_level: str = "info",
     log_format: LogFormat = "text",
+    fast_path: bool = True,
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     import anyio
@@ -234,7 +240,7 @@ def serve(
     startup = _startup(mcp, extension, url, log_level, log_format)
     if transport == "http":
         startup.print(sys.stderr)
-        _serve_http(mcp, extension, host, port, path, log_level)
+        _serve_http(mcp, extension, host, port, path, log_level, fast_path)
     elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
         raise KeyboardInterrupt
 
@@ -298,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"task store URL (memory://, sqlite:///tasks.db, redis://, postgresql://); also ${STORE_ENV}",
     )
     run.add_argument(
+        "--fast-path",
+        choices=("on", "off"),
+        default="on",
+        help="answer tasks/get|update|cancel over HTTP below the SDK's request machinery (default on)",
+    )
+    run.add_argument(
         "--enqueue-only",
         action="store_true",
         help="create tasks but leave running them to `mcptasks worker` processes on the same store",
@@ -359,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lease_ttl=args.lease_ttl,
                 log_level=args.log_level,
                 log_format=args.log_format,
+                fast_path=args.fast_path == "on",
             )
         elif args.command == "worker":
             if args.concurrency is not None and args.concurrency < 1:
