@@ -36,6 +36,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -74,9 +75,20 @@ class RawPool:
         head = f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         head += f"Content-Length: {len(body)}\r\n\r\n"
-        connection = self._idle.pop() if self._idle else await self._connect()
+        data = head.encode() + body
+        while self._idle:  # the server closes idle keep-alive connections (uvicorn: after 5 s)
+            connection = self._idle.pop()
+            try:
+                return await self._exchange(connection, data)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                continue
+        return await self._exchange(await self._connect(), data)
+
+    async def _exchange(
+        self, connection: tuple[Any, bytearray], data: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         stream, buffer = connection
-        await stream.send(head.encode() + body)
+        await stream.send(data)
         answer = await _read_response(stream, buffer)
         self._idle.append(connection)
         return answer
@@ -339,7 +351,7 @@ def run_all(args: argparse.Namespace, n: int) -> dict[str, Any]:
         process, url = start_server(args.store, args.log_level, fast_path=fast_path, core=server_core)
         try:
             figures["fast_path_on" if fast_path else "fast_path_off"] = anyio.run(
-                lambda: measure(url, process.pid, n=n, concurrency=args.concurrency)
+                partial(measure, url, process.pid, n=n, concurrency=args.concurrency)
             )
         finally:
             _stop(process)

@@ -29,7 +29,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body", False):
             break
     request = json.loads(body)
-    result = {"taskId": request.get("params", {}).get("taskId", "t"), "status": "completed", "resultType": "complete"}
+    result = {
+        "taskId": request.get("params", {}).get("taskId", "t"),
+        "status": "completed",
+        "resultType": "complete",
+    }
     payload = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": result}).encode()
     headers = [*_HEADERS, (b"content-length", str(len(payload)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})

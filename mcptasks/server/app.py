@@ -14,6 +14,7 @@ from mcptasks._authoring.tool import FallbackMode, TaskTool, TaskToolOptions
 from mcptasks._runtime.engine import PollLimit
 from mcptasks._runtime.limits import Limits
 from mcptasks.server.extension import Lifespan, TasksExtension
+from mcptasks.server.fast_path import add_fast_path
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.base import TaskStore
@@ -104,14 +105,18 @@ class TaskServer:
         self.extension.use_store(store)
 
     def streamable_http_app(
-        self, *, path: str = "/mcp", host: str = "127.0.0.1", **options: Any
+        self, *, path: str = "/mcp", host: str = "127.0.0.1", fast_path: bool = True, **options: Any
     ) -> Starlette:
         """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn).
 
         A request without `MCP-Protocol-Version` that the server rejects for want of a session
-        is told to send that header (see `mcptasks.server.http_hints`)."""
+        is told to send that header (see `mcptasks.server.http_hints`). `fast_path` (default on)
+        answers `tasks/get|update|cancel` below the SDK's request machinery, with the same bytes
+        on the wire (see `mcptasks.server.fast_path`)."""
         app = self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
         app.add_middleware(ProtocolVersionHint)
+        if fast_path:
+            add_fast_path(app, self.mcp, self.extension, path=path)
         return app
 
     def run(
