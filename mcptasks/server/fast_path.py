@@ -4,8 +4,9 @@ Polling is the load that grows with every running task, and a `tasks/*` request 
 what the SDK does per request (routing, a per-request connection and session, the middleware
 chain, a task group for the SSE deferral). `TasksFastPath` sits in front of the SDK's Streamable
 HTTP app and answers those requests itself, running the same checks in the same order with the
-SDK's own public pieces (`TransportSecurityMiddleware`, `check_accept_headers`,
-`find_duplicated_routing_header`, `classify_inbound_request`, `modern_error_data`) and the same
+SDK's own public pieces (`check_accept_headers`,
+`find_duplicated_routing_header`, `classify_inbound_request`, `modern_error_data`; the Host/Origin
+checks of `TransportSecurityMiddleware` are mirrored on its settings) and the same
 handler (`TasksExtension.answer_task_request`), so the bytes on the wire are the same.
 
 It answers only what it can answer exactly as the SDK would; everything else goes to the SDK
@@ -23,7 +24,7 @@ whose client disconnects is answered to the end rather than cancelled.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, cast
 
 from mcp.server.lowlevel import Server
@@ -31,7 +32,7 @@ from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
@@ -79,6 +80,25 @@ def _tracing_active() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
+def _matches(value: str, allowed: list[str]) -> bool:
+    return value in allowed or any(a.endswith(":*") and value.startswith(a[:-2] + ":") for a in allowed)
+
+
+def transport_allowed(settings: TransportSecuritySettings, headers: Mapping[str, str]) -> bool:
+    """Whether the SDK's `TransportSecurityMiddleware` would let this POST through (its checks,
+    mirrored without its warning log: a refused request goes on to the SDK, which logs and answers)."""
+    content_type = headers.get("content-type")
+    if content_type is None or not content_type.lower().startswith("application/json"):
+        return False
+    if not settings.enable_dns_rebinding_protection:
+        return True
+    host = headers.get("host")
+    if not host or not _matches(host, settings.allowed_hosts):
+        return False
+    origin = headers.get("origin")
+    return not origin or _matches(origin, settings.allowed_origins)
+
+
 def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | None]:
     """(MCP-Protocol-Version, Mcp-Method, Content-Length) as sent, first of each."""
     version = method = length = None
@@ -107,6 +127,15 @@ class _Answer:
         )(scope, receive, send)
 
 
+class FastPathStats:
+    """How many requests the fast path answered, and how many `tasks/*` POSTs it handed to the SDK
+    after reading them (`app.state.tasks_fast_path` of an app it is installed on)."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self.handed_on = 0
+
+
 class TasksFastPath:
     """ASGI middleware answering `tasks/get|update|cancel` POSTs itself (see the module docstring)."""
 
@@ -117,13 +146,17 @@ class TasksFastPath:
         extension: TasksExtension,
         manager: StreamableHTTPSessionManager,
         path: str,
+        stats: FastPathStats,
     ) -> None:
         self.app = app
+        self.stats = stats
         self.extension = extension
         self.manager = manager
         self.server: Server[Any] = manager.app
         self.path = path
-        self.security = TransportSecurityMiddleware(manager.security_settings)
+        self.security = manager.security_settings or TransportSecuritySettings(
+            enable_dns_rebinding_protection=False
+        )
         self.max_body = min(MAX_BODY, manager.max_request_body_size)
         self._known = _known_middleware_types()
 
@@ -160,8 +193,10 @@ class TasksFastPath:
                 break
         answer = await self._answer(scope, body) if messages[-1]["type"] == "http.request" else None
         if answer is not None:
+            self.stats.answered += 1
             await answer.send(scope, receive, send)
             return
+        self.stats.handed_on += 1
 
         async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
@@ -170,7 +205,7 @@ class TasksFastPath:
 
     async def _answer(self, scope: Scope, body: bytes) -> _Answer | None:
         request = Request(scope)
-        if await self.security.validate_request(request, is_post=True) is not None:
+        if not transport_allowed(self.security, request.headers):
             return None
         has_json, has_sse = check_accept_headers(request)
         if not has_json or (not self.manager.json_response and not has_sse):
@@ -228,12 +263,16 @@ def _endpoint(app: Starlette, path: str) -> Any:
 def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: str = "/mcp") -> bool:
     """Install `TasksFastPath` on `app` (the SDK's Streamable HTTP app of `mcp` at `path`).
 
-    Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
+    Its `FastPathStats` are `app.state.tasks_fast_path`. Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
     app (authentication wraps it, for one): those requests keep the SDK path."""
     endpoint = _endpoint(app, path)
     if not isinstance(endpoint, StreamableHTTPASGIApp):
         return False
     if any(cast(Any, middleware.cls) is not ProtocolVersionHint for middleware in app.user_middleware):
         return False
-    app.add_middleware(TasksFastPath, extension=extension, manager=endpoint.session_manager, path=path)
+    stats = FastPathStats()
+    app.add_middleware(
+        TasksFastPath, extension=extension, manager=endpoint.session_manager, path=path, stats=stats
+    )
+    app.state.tasks_fast_path = stats
     return True
