@@ -110,14 +110,33 @@ async def _read_response(stream: Any, buffer: bytearray) -> tuple[int, dict[str,
     lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
     del buffer[: end + 4]
     headers = dict((k.strip().lower(), v.strip()) for k, v in (line.split(":", 1) for line in lines[1:]))
-    if "content-length" not in headers:
-        raise RuntimeError(f"unframed response (no Content-Length): {lines[0]} {headers}")
-    length = int(headers["content-length"])
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = await _read_chunked(stream, buffer)
+    else:
+        body = await _read_exactly(stream, buffer, int(headers.get("content-length", "0")))
+    return int(lines[0].split()[1]), headers, body
+
+
+async def _read_exactly(stream: Any, buffer: bytearray, length: int) -> bytes:
     while len(buffer) < length:
         buffer += await stream.receive()
     body = bytes(buffer[:length])
     del buffer[:length]
-    return int(lines[0].split()[1]), headers, body
+    return body
+
+
+async def _read_chunked(stream: Any, buffer: bytearray) -> bytes:
+    body = b""
+    while True:
+        while b"\r\n" not in buffer:
+            buffer += await stream.receive()
+        end = buffer.index(b"\r\n")
+        size = int(bytes(buffer[:end]).split(b";")[0], 16)
+        del buffer[: end + 2]
+        chunk = await _read_exactly(stream, buffer, size + 2)
+        if size == 0:
+            return body
+        body += chunk[:-2]
 
 
 class Wire:
@@ -259,7 +278,7 @@ async def measure(url: str, pid: int, *, n: int, concurrency: int) -> dict[str, 
             await wire.create()
         figures = Figures(pid, n, concurrency)
         await figures.run("plain", wire.plain_call)
-        await figures.run("create", wire.create)
+        await figures.run("create", lambda: wire.create("task_park"))
         latency = [await _create_to_result(wire, "task_noop") for _ in range(n // 2)]
         task_latency = [await _create_to_result(wire, "task_brief") for _ in range(n // 2)]
         done = await wire.create()

@@ -39,6 +39,14 @@ async def task_sleep():
     yield Result("ok")
 
 
+@app.task_tool(poll_interval=0.05)
+async def task_park():
+    """A task tool that sleeps 200 ms: long enough that, however loaded the machine, the call is
+    answered with a task rather than with an immediate result."""
+    await anyio.sleep(0.2)
+    yield Result("ok")
+
+
 @app.task_tool(poll_interval=1.0)
 async def ticker(count: int, interval: float):
     """Set the status `count` times, `interval` seconds apart; each status carries the wall-clock
