@@ -33,6 +33,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -319,14 +320,24 @@ def _pinned(command: list[str], core: int | None) -> list[str]:
 
 
 def start_server(
-    store: str, log_level: str = "info", *, fast_path: bool = True, core: int | None = None
+    store: str,
+    log_level: str = "info",
+    *,
+    fast_path: bool = True,
+    core: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`mcptasks serve benchmarks/http_app.py` on a free port (pinned to `core` if given)."""
     port = _free_port()
     command = [sys.executable, "-m", "mcptasks", "serve", str(ROOT / "benchmarks" / "http_app.py")]
     command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port), "--store", store]
     command += ["--log-level", log_level, "--fast-path", "on" if fast_path else "off"]
-    process = subprocess.Popen(_pinned(command, core), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _pinned(command, core),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
     _wait_listening(process, port)
     return process, f"http://127.0.0.1:{port}/mcp"
 
@@ -354,26 +365,57 @@ def _cores(pin: bool) -> tuple[int | None, int | None]:
     return usable[0], usable[1]
 
 
+MODES = {
+    "on": (True, False),
+    "off": (False, False),
+    "on+freeze": (True, True),
+}
+"""Server variants: (fast path, gc.freeze() after start-up)."""
+
+
+def _gc_summary(path: Path) -> dict[str, float]:
+    """The server's garbage-collector pauses while it was measured (see `http_app.py`)."""
+    pauses = json.loads(path.read_text())["pauses"] if path.exists() else []
+    durations = [duration for _, duration in pauses]
+    full = [duration for generation, duration in pauses if generation == 2]
+    return {
+        "gc_collections": float(len(durations)),
+        "gc_full_collections": float(len(full)),
+        "gc_total_ms": sum(durations) * 1000.0,
+        "gc_max_ms": max(durations, default=0.0) * 1000.0,
+        "gc_full_max_ms": max(full, default=0.0) * 1000.0,
+    }
+
+
+def run_mode(args: argparse.Namespace, n: int, mode: str, server_core: int | None) -> dict[str, float]:
+    """Start the server variant `mode`, measure it, stop it; its figures with its GC pauses."""
+    fast_path, freeze = MODES[mode]
+    with tempfile.TemporaryDirectory() as scratch:
+        stats = Path(scratch) / "gc.json"
+        env = {"MCPTASKS_BENCH_GC_STATS": str(stats), "MCPTASKS_BENCH_GC_FREEZE": "1" if freeze else "0"}
+        process, url = start_server(
+            args.store, args.log_level, fast_path=fast_path, core=server_core, env=env
+        )
+        try:
+            figures = anyio.run(partial(measure, url, process.pid, n=n, concurrency=args.concurrency))
+        finally:
+            _stop(process)
+        return {**figures, **_gc_summary(stats)}
+
+
 def run_all(args: argparse.Namespace, n: int) -> dict[str, Any]:
-    """The limit server, then mcptasks with the fast path on (and off unless `--fast-path` names one)."""
+    """The limit server, then each server variant of `--modes`, one after the other."""
     server_core, client_core = _cores(args.pin)
     if client_core is not None:
         os.sched_setaffinity(0, {client_core})
     process, url = start_limit_server(server_core)
     try:
-        limit = anyio.run(lambda: measure_limit(url, process.pid, n=n, concurrency=args.concurrency))
+        limit = anyio.run(partial(measure_limit, url, process.pid, n=n, concurrency=args.concurrency))
     finally:
         _stop(process)
-    figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None}
-    modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
-    for fast_path in modes:
-        process, url = start_server(args.store, args.log_level, fast_path=fast_path, core=server_core)
-        try:
-            figures["fast_path_on" if fast_path else "fast_path_off"] = anyio.run(
-                partial(measure, url, process.pid, n=n, concurrency=args.concurrency)
-            )
-        finally:
-            _stop(process)
+    figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None, "modes": {}}
+    for mode in args.modes.split(","):
+        figures["modes"][mode] = run_mode(args, n, mode, server_core)
     return figures
 
 
@@ -390,11 +432,9 @@ _OPS = [
 def _print(figures: dict[str, Any]) -> None:
     limit = figures["limit"]
     print(f"{'':32} {'req/s':>8} {'x limit':>8} {'p50 ms':>8} {'p50 x':>7} {'p99 ms':>8} {'cpu ms/req':>10}")
-    for mode in ("fast_path_on", "fast_path_off"):
-        if mode not in figures:
-            continue
-        print(f"-- {mode.replace('_', ' ')}")
-        row = {**limit, **figures[mode]}
+    for mode, measured in figures["modes"].items():
+        print(f"-- fast path {mode}")
+        row = {**limit, **measured}
         for label, key in _OPS:
             rate, p50 = row[f"{key}_per_s"], row[f"{key}_p50_ms"]
             print(
@@ -403,6 +443,10 @@ def _print(figures: dict[str, Any]) -> None:
             )
         print(f"{'zero-work create -> result p50':32} {row['create_to_result_p50_ms']:8.2f} ms (inline)")
         print(f"{'1 ms task -> polled result p50':32} {row['brief_task_to_result_p50_ms']:8.2f} ms")
+        print(
+            f"{'GC pauses':32} {row['gc_collections']:8.0f} collections ({row['gc_full_collections']:.0f} full),"
+            f" {row['gc_total_ms']:.1f} ms in all, longest {row['gc_max_ms']:.2f} ms"
+        )
 
 
 def main() -> None:
@@ -416,12 +460,17 @@ def main() -> None:
         help="the server's --log-level (default info: a log line per task transition, to /dev/null)",
     )
     parser.add_argument("--quick", action="store_true", help="small sample sizes (a smoke run)")
+    parser.add_argument("--n", type=int, help="samples per figure (default 2000; 200 with --quick)")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--fast-path", choices=("on", "off", "both"), default="both")
+    parser.add_argument(
+        "--modes",
+        default="on,off,on+freeze",
+        help="server variants, comma-separated: on / off (the fast path), on+freeze (and gc.freeze())",
+    )
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
-    n = 200 if args.quick else 2000
+    n = args.n or (200 if args.quick else 2000)
     load_before = os.getloadavg()[0]
     figures = run_all(args, n)
     print(

@@ -1,16 +1,60 @@
 """The server `benchmarks/http.py` and `benchmarks/stores.py` measure: zero-work task and plain
-tools, task tools that suspend (1 ms, 10 ms) so every call really creates a task, and `ticker`
-(timestamped status changes) for `benchmarks/push.py`."""
+tools, task tools that suspend (1 ms, 10 ms, 200 ms) so every call really creates a task, and
+`ticker` (timestamped status changes) for `benchmarks/push.py`.
+
+Garbage-collector measurement (environment variables, set by `benchmarks/http.py`):
+`MCPTASKS_BENCH_GC_STATS=FILE` times every collection and writes the pauses to FILE (JSON) at
+exit; `MCPTASKS_BENCH_GC_FREEZE=1` calls `gc.freeze()` once the server has started, so the
+objects of start-up (modules, the SDK, pydantic schemas) are never scanned again.
+"""
 
 from __future__ import annotations
 
+import gc
+import json
+import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 
 from mcptasks import Result, TaskServer
 
-app = TaskServer("mcptasks-bench")
+_pauses: list[tuple[int, float]] = []
+_started: list[float] = []
+
+
+def _time_collections(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _started.append(time.perf_counter())
+    elif _started:
+        _pauses.append((int(info["generation"]), time.perf_counter() - _started.pop()))
+
+
+def _write_gc_stats(path: str) -> None:
+    with open(path, "w") as file:
+        json.dump({"pauses": _pauses, "frozen": gc.get_freeze_count()}, file)
+
+
+if os.environ.get("MCPTASKS_BENCH_GC_STATS"):
+    gc.callbacks.append(_time_collections)
+
+
+@asynccontextmanager
+async def lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
+    """Freeze the start-up heap once serving has begun (with `MCPTASKS_BENCH_GC_FREEZE=1`)."""
+    if os.environ.get("MCPTASKS_BENCH_GC_FREEZE") == "1":
+        gc.collect()
+        gc.freeze()
+    _pauses.clear()  # collections during start-up are not what a request waits for
+    yield {}
+    if os.environ.get("MCPTASKS_BENCH_GC_STATS"):
+        _write_gc_stats(os.environ["MCPTASKS_BENCH_GC_STATS"])
+
+
+app = TaskServer("mcptasks-bench", lifespan=lifespan)
 
 
 @app.tool()
