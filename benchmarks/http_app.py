@@ -3,9 +3,9 @@ tools, task tools that suspend (1 ms, 10 ms, 200 ms) so every call really create
 `ticker` (timestamped status changes) for `benchmarks/push.py`.
 
 Garbage-collector measurement (environment variables, set by `benchmarks/http.py`):
-`MCPTASKS_BENCH_GC_STATS=FILE` times every collection and writes the pauses to FILE (JSON) at
-exit; `MCPTASKS_BENCH_GC_FREEZE=1` calls `gc.freeze()` once the server has started, so the
-objects of start-up (modules, the SDK, pydantic schemas) are never scanned again.
+`MCPTASKS_BENCH_GC_STATS=FILE` times every collection and writes the pauses to FILE (JSON) when
+the server stops; `MCPTASKS_BENCH_GC_FREEZE=0` undoes the `gc.freeze()` that `mcptasks serve`
+does once started (so the objects of start-up are scanned by every full collection again).
 """
 
 from __future__ import annotations
@@ -42,14 +42,21 @@ if os.environ.get("MCPTASKS_BENCH_GC_STATS"):
     gc.callbacks.append(_time_collections)
 
 
+async def _unfreeze_soon() -> None:
+    await anyio.sleep(1.0)  # after `mcptasks serve` froze the start-up heap
+    gc.unfreeze()
+
+
 @asynccontextmanager
 async def lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
-    """Freeze the start-up heap once serving has begun (with `MCPTASKS_BENCH_GC_FREEZE=1`)."""
-    if os.environ.get("MCPTASKS_BENCH_GC_FREEZE") == "1":
-        gc.collect()
-        gc.freeze()
-    _pauses.clear()  # collections during start-up are not what a request waits for
-    yield {}
+    """With `MCPTASKS_BENCH_GC_FREEZE=0`, undo the `gc.freeze()` `mcptasks serve` does once started
+    (to measure without it); always start counting collections afresh."""
+    async with anyio.create_task_group() as group:
+        if os.environ.get("MCPTASKS_BENCH_GC_FREEZE") == "0":
+            group.start_soon(_unfreeze_soon)
+        _pauses.clear()  # collections during start-up are not what a request waits for
+        yield {}
+        group.cancel_scope.cancel()
     if os.environ.get("MCPTASKS_BENCH_GC_STATS"):
         _write_gc_stats(os.environ["MCPTASKS_BENCH_GC_STATS"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -153,10 +154,19 @@ class TaskServer:
 
 def uvicorn_server(config: Any, extension: TasksExtension | None) -> Any:
     """A `uvicorn.Server` for `config` that ends the extension's open listen streams (with their
-    closing response) when it starts shutting down; they would hold its graceful shutdown forever."""
+    closing response) when it starts shutting down; they would hold its graceful shutdown forever.
+
+    Once started it moves everything start-up allocated (modules, the SDK, schemas) out of the
+    garbage collector's reach with `gc.freeze()`: full collections then scan only what requests
+    and tasks allocate, which shortens the longest pauses a request can wait behind."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            gc.collect()
+            gc.freeze()
+
         async def shutdown(self, sockets: Any = None) -> None:
             if extension is not None:
                 extension.close_listen_streams()
