@@ -7,7 +7,7 @@ import gc
 import anyio
 import pytest
 import uvicorn
-from sdk_helpers import TIMEOUT, HostApp
+from sdk_helpers import HostApp, poll
 
 from mcptasks.server.app import uvicorn_server
 
@@ -28,9 +28,11 @@ async def test_the_start_up_heap_is_frozen_once_serving() -> None:
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve)
-            with anyio.fail_after(TIMEOUT):
-                while not server.started:
-                    await anyio.sleep(0.01)
+
+            async def started() -> bool:
+                return bool(server.started)
+
+            await poll(started, bool, what="the server to start")
             assert gc.get_freeze_count() > 0
             server.should_exit = True
     finally:
