@@ -43,7 +43,6 @@ from mcp_types import SERVER_INFO_META_KEY, JSONRPCError, JSONRPCRequest, JSONRP
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from mcptasks.server.extension import TasksExtension
@@ -113,18 +112,32 @@ def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | No
 
 
 class _Answer:
-    """A JSON-RPC reply written as the SDK's `_write` writes it."""
+    """A JSON-RPC reply written as the SDK's `_write` writes it (the same status, headers and bytes)."""
 
-    def __init__(self, message: JSONRPCResponse | JSONRPCError) -> None:
-        self.message = message
+    def __init__(self, message: JSONRPCResponse | JSONRPCError | None = None, *, body: bytes = b"") -> None:
+        self.status = 200
+        self.body = body
+        if message is not None:
+            if isinstance(message, JSONRPCError):
+                self.status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200)
+            dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.body = json.dumps(dumped, separators=(",", ":")).encode()
 
-    async def send(self, scope: Scope, receive: Receive, send: Send) -> None:
-        msg = self.message
-        status = ERROR_CODE_HTTP_STATUS.get(msg.error.code, 200) if isinstance(msg, JSONRPCError) else 200
-        body = msg.model_dump(mode="json", by_alias=True, exclude_none=True)
-        await Response(
-            json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json"
-        )(scope, receive, send)
+    @classmethod
+    def result(cls, request_id: Any, result: dict[str, Any]) -> _Answer:
+        """A success: plain `json.dumps` of JSON-native data gives the bytes the SDK's model dump
+        gives (`exclude_none` does not reach into `result`); anything else goes the SDK's way."""
+        try:
+            body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return cls(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
+        return cls(body=body.encode())
+
+    async def send(self, send: Send) -> None:
+        # What starlette's `Response(content, status_code, media_type="application/json")` sends.
+        headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 class FastPathStats:
@@ -194,7 +207,7 @@ class TasksFastPath:
         answer = await self._answer(scope, body) if messages[-1]["type"] == "http.request" else None
         if answer is not None:
             self.stats.answered += 1
-            await answer.send(scope, receive, send)
+            await answer.send(send)
             return
         self.stats.handed_on += 1
 
@@ -238,7 +251,7 @@ class TasksFastPath:
             result = await self.extension.answer_task_request(req.method, req.params, headers)
         except Exception as exc:
             return _Answer(JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc)))
-        return _Answer(JSONRPCResponse(jsonrpc="2.0", id=req.id, result=self._stamped(result)))
+        return _Answer.result(req.id, self._stamped(result))
 
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
         """The result as the SDK shapes an extension method's: `resultType` and `serverInfo` `_meta`."""
