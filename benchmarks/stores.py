@@ -47,8 +47,8 @@ import statistics
 import subprocess
 import tempfile
 import time
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
