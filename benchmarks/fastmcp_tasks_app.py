@@ -51,6 +51,13 @@ async def task_sleep() -> str:
     return "ok"
 
 
+@mcp.tool(task=TaskConfig(mode="optional"))
+async def task_park() -> str:
+    """A task tool that sleeps 200 ms."""
+    await asyncio.sleep(0.2)
+    return "ok"
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")

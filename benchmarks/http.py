@@ -30,15 +30,19 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
-import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 EXT = "io.modelcontextprotocol/tasks"
@@ -55,12 +59,92 @@ def _meta(opt_in: bool) -> dict[str, Any]:
     }
 
 
+class RawPool:
+    """Keep-alive HTTP/1.1 connections to one server, spoken by hand: far less client CPU per
+    request than an HTTP library, so one client core can outpace one server core."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.path = parts.path or "/"
+        self._idle: list[tuple[Any, bytearray]] = []
+        self._open: list[Any] = []
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """POST `body`; (status, lower-cased headers, body) of the answer."""
+        head = f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head += f"Content-Length: {len(body)}\r\n\r\n"
+        data = head.encode() + body
+        while self._idle:  # the server closes idle keep-alive connections (uvicorn: after 5 s)
+            connection = self._idle.pop()
+            try:
+                return await self._exchange(connection, data)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                continue
+        return await self._exchange(await self._connect(), data)
+
+    async def _exchange(
+        self, connection: tuple[Any, bytearray], data: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        stream, buffer = connection
+        await stream.send(data)
+        answer = await _read_response(stream, buffer)
+        self._idle.append(connection)
+        return answer
+
+    async def _connect(self) -> tuple[Any, bytearray]:
+        stream = await anyio.connect_tcp(self.host, self.port)
+        self._open.append(stream)
+        return stream, bytearray()
+
+    async def aclose(self) -> None:
+        for stream in self._open:
+            await stream.aclose()
+
+
+async def _read_response(stream: Any, buffer: bytearray) -> tuple[int, dict[str, str], bytes]:
+    while b"\r\n\r\n" not in buffer:
+        buffer += await stream.receive()
+    end = buffer.index(b"\r\n\r\n")
+    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+    del buffer[: end + 4]
+    headers = dict((k.strip().lower(), v.strip()) for k, v in (line.split(":", 1) for line in lines[1:]))
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = await _read_chunked(stream, buffer)
+    else:
+        body = await _read_exactly(stream, buffer, int(headers.get("content-length", "0")))
+    return int(lines[0].split()[1]), headers, body
+
+
+async def _read_exactly(stream: Any, buffer: bytearray, length: int) -> bytes:
+    while len(buffer) < length:
+        buffer += await stream.receive()
+    body = bytes(buffer[:length])
+    del buffer[:length]
+    return body
+
+
+async def _read_chunked(stream: Any, buffer: bytearray) -> bytes:
+    body = b""
+    while True:
+        while b"\r\n" not in buffer:
+            buffer += await stream.receive()
+        end = buffer.index(b"\r\n")
+        size = int(bytes(buffer[:end]).split(b";")[0], 16)
+        del buffer[: end + 2]
+        chunk = await _read_exactly(stream, buffer, size + 2)
+        if size == 0:
+            return body
+        body += chunk[:-2]
+
+
 class Wire:
     """Raw JSON-RPC over Streamable HTTP with the 2026-07-28 envelope and routing headers."""
 
-    def __init__(self, client: httpx2.AsyncClient, url: str) -> None:
-        self.client = client
-        self.url = url
+    def __init__(self, pool: RawPool) -> None:
+        self.pool = pool
 
     async def request(self, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
         headers = {
@@ -72,9 +156,9 @@ class Wire:
         if name is not None:
             headers["Mcp-Name"] = name
         body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
-        response = await self.client.post(self.url, json=body, headers=headers)
-        text = response.text
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
+        _, response_headers, raw = await self.pool.post(json.dumps(body).encode(), headers)
+        text = raw.decode()
+        if response_headers.get("content-type", "").startswith("text/event-stream"):
             text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
         message = json.loads(text)
         if "error" in message:
@@ -92,6 +176,13 @@ class Wire:
 
     async def get(self, task_id: str) -> dict[str, Any]:
         return await self.request("tasks/get", {"taskId": task_id, "_meta": _meta(True)}, task_id)
+
+    async def update(self, task_id: str) -> dict[str, Any]:
+        params = {"taskId": task_id, "inputResponses": {}, "_meta": _meta(True)}
+        return await self.request("tasks/update", params, task_id)
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        return await self.request("tasks/cancel", {"taskId": task_id, "_meta": _meta(True)}, task_id)
 
 
 async def _sequential(n: int, op: Callable[[], Awaitable[Any]]) -> list[float]:
@@ -119,6 +210,30 @@ async def _throughput(n: int, concurrency: int, op: Callable[[], Awaitable[Any]]
     return n / (time.perf_counter() - start)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux `/proc/<pid>/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Figures:
+    """Measures one operation: p50/p99 at one in flight, throughput and server CPU per request."""
+
+    def __init__(self, pid: int, n: int, concurrency: int) -> None:
+        self.pid = pid
+        self.n = n
+        self.concurrency = concurrency
+        self.out: dict[str, float] = {}
+
+    async def run(self, name: str, op: Callable[[], Awaitable[Any]]) -> None:
+        samples = await _sequential(self.n, op)
+        self.out[f"{name}_p50_ms"] = _pct(samples, 0.5)
+        self.out[f"{name}_p99_ms"] = _pct(samples, 0.99)
+        before = cpu_seconds(self.pid)
+        self.out[f"{name}_per_s"] = await _throughput(self.n * 2, self.concurrency, op)
+        self.out[f"{name}_cpu_ms"] = (cpu_seconds(self.pid) - before) * 1000.0 / (self.n * 2)
+
+
 async def _create_to_result(wire: Wire, tool: str) -> float:
     start = time.perf_counter()
     created = await wire.create(tool)
@@ -136,36 +251,49 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
 
 
-async def measure(url: str, *, n: int, concurrency: int) -> dict[str, float]:
-    """Run every measurement against a server at `url`."""
-    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx2.AsyncClient(limits=limits, timeout=30) as client:
-        wire = Wire(client, url)
+@asynccontextmanager
+async def wire_to(url: str) -> AsyncIterator[Wire]:
+    """A `Wire` on a `RawPool` to `url` (one connection per request in flight)."""
+    pool = RawPool(url)
+    try:
+        yield Wire(pool)
+    finally:
+        await pool.aclose()
+
+
+async def measure_limit(url: str, pid: int, *, n: int, concurrency: int) -> dict[str, float]:
+    """The bare-ASGI limit server: `tasks/get`-shaped requests answered with one `json.dumps`."""
+    async with wire_to(url) as wire:
+        for _ in range(200):
+            await wire.get("t")
+        figures = Figures(pid, n, concurrency)
+        await figures.run("limit", lambda: wire.get("t"))
+    return figures.out
+
+
+async def measure(url: str, pid: int, *, n: int, concurrency: int) -> dict[str, float]:
+    """Run every measurement against the mcptasks server at `url` (process `pid`)."""
+    async with wire_to(url) as wire:
         for _ in range(200):  # warm-up
             await wire.plain_call()
             await wire.create()
-        plain = await _sequential(n, wire.plain_call)
-        create = await _sequential(n, wire.create)
-        plain_tput = await _throughput(n * 2, concurrency, wire.plain_call)
-        create_tput = await _throughput(n * 2, concurrency, wire.create)
+        figures = Figures(pid, n, concurrency)
+        await figures.run("plain", wire.plain_call)
+        await figures.run("create", lambda: wire.create("task_park"))
         latency = [await _create_to_result(wire, "task_noop") for _ in range(n // 2)]
         task_latency = [await _create_to_result(wire, "task_brief") for _ in range(n // 2)]
         done = await wire.create()
         while (await wire.get(done["taskId"]))["status"] != "completed":
             pass
-        get_tput = await _throughput(n * 2, concurrency, lambda: wire.get(done["taskId"]))
+        task_id = done["taskId"]
+        await figures.run("get", lambda: wire.get(task_id))
+        await figures.run("update", lambda: wire.update(task_id))
+        await figures.run("cancel", lambda: wire.cancel(task_id))
     return {
-        "plain_p50_ms": _pct(plain, 0.5),
-        "create_p50_ms": _pct(create, 0.5),
-        "create_p99_ms": _pct(create, 0.99),
-        "plain_per_s": plain_tput,
-        "create_per_s": create_tput,
+        **figures.out,
         "create_to_result_p50_ms": _pct(latency, 0.5),
         "create_to_result_p95_ms": _pct(latency, 0.95),
         "brief_task_to_result_p50_ms": _pct(task_latency, 0.5),
-        "tasks_get_per_s": get_tput,
-        "create_p50_ratio": _pct(create, 0.5) / _pct(plain, 0.5),
-        "create_throughput_ratio": create_tput / plain_tput,
     }
 
 
@@ -175,21 +303,150 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_server(store: str, log_level: str = "info") -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    command = [sys.executable, "-m", "mcptasks", "serve", str(ROOT / "benchmarks" / "http_app.py")]
-    command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port), "--store", store]
-    command += ["--log-level", log_level]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return process, f"http://127.0.0.1:{port}/mcp"
+                return
         except OSError:
             time.sleep(0.1)
     process.kill()
     raise RuntimeError("the benchmark server did not start")
+
+
+def _pinned(command: list[str], core: int | None) -> list[str]:
+    return ["taskset", "-c", str(core), *command] if core is not None else command
+
+
+def start_server(
+    store: str,
+    log_level: str = "info",
+    *,
+    fast_path: bool = True,
+    core: int | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`mcptasks serve benchmarks/http_app.py` on a free port (pinned to `core` if given)."""
+    port = _free_port()
+    command = [sys.executable, "-m", "mcptasks", "serve", str(ROOT / "benchmarks" / "http_app.py")]
+    command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port), "--store", store]
+    command += ["--log-level", log_level, "--fast-path", "on" if fast_path else "off"]
+    process = subprocess.Popen(
+        _pinned(command, core),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    _wait_listening(process, port)
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+def start_limit_server(core: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The bare-ASGI limit server (`limit_app.py`) under the same uvicorn, on a free port."""
+    port = _free_port()
+    command = [sys.executable, "-m", "uvicorn", "--app-dir", str(ROOT / "benchmarks"), "limit_app:app"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    process = subprocess.Popen(_pinned(command, core), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_listening(process, port)
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _cores(pin: bool) -> tuple[int | None, int | None]:
+    """(server core, client core): the first two CPUs this process may use, or no pinning."""
+    usable = sorted(os.sched_getaffinity(0)) if pin and shutil.which("taskset") else []
+    if len(usable) < 2:
+        return None, None
+    return usable[0], usable[1]
+
+
+MODES = {
+    "on": (True, True),
+    "off": (False, True),
+    "on-nofreeze": (True, False),
+}
+"""Server variants: (fast path, gc.freeze() after start-up as `mcptasks serve` does)."""
+
+
+def _gc_summary(path: Path) -> dict[str, float]:
+    """The server's garbage-collector pauses while it was measured (see `http_app.py`)."""
+    pauses = json.loads(path.read_text())["pauses"] if path.exists() else []
+    durations = [duration for _, duration in pauses]
+    full = [duration for generation, duration in pauses if generation == 2]
+    return {
+        "gc_collections": float(len(durations)),
+        "gc_full_collections": float(len(full)),
+        "gc_total_ms": sum(durations) * 1000.0,
+        "gc_max_ms": max(durations, default=0.0) * 1000.0,
+        "gc_full_max_ms": max(full, default=0.0) * 1000.0,
+    }
+
+
+def run_mode(args: argparse.Namespace, n: int, mode: str, server_core: int | None) -> dict[str, float]:
+    """Start the server variant `mode`, measure it, stop it; its figures with its GC pauses."""
+    fast_path, freeze = MODES[mode]
+    with tempfile.TemporaryDirectory() as scratch:
+        stats = Path(scratch) / "gc.json"
+        env = {"MCPTASKS_BENCH_GC_STATS": str(stats), "MCPTASKS_BENCH_GC_FREEZE": "1" if freeze else "0"}
+        process, url = start_server(
+            args.store, args.log_level, fast_path=fast_path, core=server_core, env=env
+        )
+        try:
+            figures = anyio.run(partial(measure, url, process.pid, n=n, concurrency=args.concurrency))
+        finally:
+            _stop(process)
+        return {**figures, **_gc_summary(stats)}
+
+
+def run_all(args: argparse.Namespace, n: int) -> dict[str, Any]:
+    """The limit server, then each server variant of `--modes`, one after the other."""
+    server_core, client_core = _cores(args.pin)
+    if client_core is not None:
+        os.sched_setaffinity(0, {client_core})
+    process, url = start_limit_server(server_core)
+    try:
+        limit = anyio.run(partial(measure_limit, url, process.pid, n=n, concurrency=args.concurrency))
+    finally:
+        _stop(process)
+    figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None, "modes": {}}
+    for mode in args.modes.split(","):
+        figures["modes"][mode] = run_mode(args, n, mode, server_core)
+    return figures
+
+
+_OPS = [
+    ("limit (bare ASGI + json.dumps)", "limit"),
+    ("plain tools/call", "plain"),
+    ("task create (durable)", "create"),
+    ("tasks/get", "get"),
+    ("tasks/update", "update"),
+    ("tasks/cancel", "cancel"),
+]
+
+
+def _print(figures: dict[str, Any]) -> None:
+    limit = figures["limit"]
+    print(f"{'':32} {'req/s':>8} {'x limit':>8} {'p50 ms':>8} {'p50 x':>7} {'p99 ms':>8} {'cpu ms/req':>10}")
+    for mode, measured in figures["modes"].items():
+        print(f"-- fast path {mode}")
+        row = {**limit, **measured}
+        for label, key in _OPS:
+            rate, p50 = row[f"{key}_per_s"], row[f"{key}_p50_ms"]
+            print(
+                f"{label:32} {rate:8.0f} {rate / limit['limit_per_s']:8.2f} {p50:8.2f}"
+                f" {p50 / limit['limit_p50_ms']:7.2f} {row[f'{key}_p99_ms']:8.2f} {row[f'{key}_cpu_ms']:10.3f}"
+            )
+        print(f"{'zero-work create -> result p50':32} {row['create_to_result_p50_ms']:8.2f} ms (inline)")
+        print(f"{'1 ms task -> polled result p50':32} {row['brief_task_to_result_p50_ms']:8.2f} ms")
+        print(
+            f"{'GC pauses':32} {row['gc_collections']:8.0f} collections ({row['gc_full_collections']:.0f} full),"
+            f" {row['gc_total_ms']:.1f} ms in all, longest {row['gc_max_ms']:.2f} ms"
+        )
 
 
 def main() -> None:
@@ -203,43 +460,26 @@ def main() -> None:
         help="the server's --log-level (default info: a log line per task transition, to /dev/null)",
     )
     parser.add_argument("--quick", action="store_true", help="small sample sizes (a smoke run)")
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--n", type=int, help="samples per figure (default 2000; 200 with --quick)")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--modes",
+        default="on,off,on-nofreeze",
+        help="server variants, comma-separated: on / off (the fast path), on-nofreeze (without gc.freeze())",
+    )
+    parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
-    n = 200 if args.quick else 2000
-    process, url = _start_server(args.store, args.log_level)
-    try:
-        figures = anyio.run(lambda: measure(url, n=n, concurrency=args.concurrency))
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    rows = [
-        ("plain tools/call p50", f"{figures['plain_p50_ms']:.2f} ms", ""),
-        (
-            "task create p50",
-            f"{figures['create_p50_ms']:.2f} ms",
-            f"ratio {figures['create_p50_ratio']:.2f} (<= 1.30)",
-        ),
-        ("plain tools/call throughput", f"{figures['plain_per_s']:.0f} /s", ""),
-        (
-            "task create throughput",
-            f"{figures['create_per_s']:.0f} /s",
-            f"ratio {figures['create_throughput_ratio']:.2f} (>= 0.80)",
-        ),
-        ("zero-work create -> result p50", f"{figures['create_to_result_p50_ms']:.2f} ms", "(<= 3 ms)"),
-        ("zero-work create -> result p95", f"{figures['create_to_result_p95_ms']:.2f} ms", ""),
-        (
-            "1 ms task: create -> polled result",
-            f"{figures['brief_task_to_result_p50_ms']:.2f} ms",
-            "(p50, via tasks/get)",
-        ),
-        ("tasks/get throughput", f"{figures['tasks_get_per_s']:.0f} /s", ""),
-    ]
-    print(f"store={args.store} n={n} concurrency={args.concurrency} cpus={os.cpu_count()}")
-    for name, value, target in rows:
-        print(f"{name:34} {value:>14}  {target}")
+    n = args.n or (200 if args.quick else 2000)
+    load_before = os.getloadavg()[0]
+    figures = run_all(args, n)
+    print(
+        f"store={args.store} n={n} concurrency={args.concurrency} cpus={os.cpu_count()}"
+        f" pinned={figures['pinned']} load={load_before:.2f}->{os.getloadavg()[0]:.2f}"
+    )
+    _print(figures)
     if args.json:
-        args.json.write_text(json.dumps({"store": args.store, **figures}, indent=2))
+        args.json.write_text(json.dumps({"store": args.store, "load": os.getloadavg(), **figures}, indent=2))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ URL` on a free 127.0.0.1 port; for `fastmcp-redis`, starts `benchmarks/fastmcp_t
 raw JSON-RPC client (`Wire` from `benchmarks/http.py`, 2026-07-28 envelope and routing headers)
 and measured the same way:
 
-- create/s: `tools/call` of `task_sleep` (a task tool whose body sleeps 10 ms, so every call is
+- create/s: `tools/call` of `task_park` (a task tool whose body sleeps 200 ms, so every call is
   answered with a task, never inline) with `--concurrency` requests in flight; median of
   `--repeats` runs;
 - create p50: the same call, sequential on one keep-alive connection;
@@ -48,6 +48,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -136,8 +137,25 @@ def _call(wire: Any, tool: str, opt_in: bool) -> Callable[[], Any]:
     return call
 
 
+async def _end_to_end(wire: Any, tool: str) -> float:
+    """From sending an opted-in `tools/call` of a zero-work task tool until its completed result is
+    in hand: inline when the server answers so, else through `tasks/get` polled back to back."""
+    start = time.perf_counter()
+    created = await wire.create(tool)
+    if created.get("resultType") != "complete":
+        while (await wire.get(created["taskId"]))["status"] != "completed":
+            pass
+    return time.perf_counter() - start
+
+
 async def measure(
-    url: str, *, n: int, concurrency: int, repeats: int, pid: int | None = None
+    url: str,
+    *,
+    n: int,
+    concurrency: int,
+    repeats: int,
+    pid: int | None = None,
+    create_tool: str = "task_park",
 ) -> dict[str, Any]:
     """Every figure against the server at `url` (the same for mcptasks and fastmcp-tasks); `pid`, the
     server's process, for its CPU time per request."""
@@ -149,11 +167,9 @@ async def measure(
         cpu[kind].append((_cpu_seconds(pid) - before) / (n * 2) * 1000.0)
         return float(rate)
 
-    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
-        wire = hb.Wire(client, url)
+    async with hb.wire_to(url) as wire:
         plain = _call(wire, "plain_noop", False)
-        call_sleep = _call(wire, "task_sleep", True)
+        call_sleep = _call(wire, create_tool, True)
         inline = 0
 
         async def create() -> dict[str, Any]:
@@ -171,7 +187,7 @@ async def measure(
         plain_tput = [await hb._throughput(n * 2, concurrency, plain) for _ in range(repeats)]
         create_tput = [await timed("create", create) for _ in range(repeats)]
         if inline:
-            raise RuntimeError(f"{inline} task_sleep calls were answered inline, not with a task")
+            raise RuntimeError(f"{inline} {create_tool} calls were answered inline, not with a task")
         done = await create()
         task_id = done["taskId"]
         deadline = time.monotonic() + 60
@@ -180,7 +196,10 @@ async def measure(
                 raise RuntimeError(f"task {task_id} did not complete within 60 s")
             await anyio.sleep(0.01)
         get_tput = [await timed("get", lambda: wire.get(task_id)) for _ in range(repeats)]
+        zero_work = [await _end_to_end(wire, "task_noop") for _ in range(n // 2)]
     return {
+        "e2e_p50_ms": hb._pct(zero_work, 0.5),
+        "e2e_p99_ms": hb._pct(zero_work, 0.99),
         "create_per_s": statistics.median(create_tput),
         "create_p50_ms": hb._pct(create_seq, 0.5),
         "create_p99_ms": hb._pct(create_seq, 0.99),
@@ -300,8 +319,19 @@ def run_backend(backend: Backend, *, n: int, concurrency: int, repeats: int) -> 
     server = backend.start()
     try:
         server.wait_ready()
+        # fastmcp-tasks always creates a task; its worker runs 10 at a time, so 200 ms bodies would
+        # leave minutes of backlog before the tasks/get runs: it creates 10 ms ones.
+        tool = "task_sleep" if backend.name == "fastmcp-redis" else "task_park"
         figures = anyio.run(
-            lambda: measure(server.url, n=n, concurrency=concurrency, repeats=repeats, pid=server.process.pid)
+            partial(
+                measure,
+                server.url,
+                n=n,
+                concurrency=concurrency,
+                repeats=repeats,
+                pid=server.process.pid,
+                create_tool=tool,
+            )
         )
     finally:
         server.stop()
@@ -313,6 +343,15 @@ def run_backend(backend: Backend, *, n: int, concurrency: int, repeats: int) -> 
     else:
         figures["fastmcp_tasks_version"] = getattr(backend, "fastmcp_version", None)
     return figures
+
+
+def _vs_memory(results: dict[str, Any], name: str) -> str:
+    """Zero-work end to end p50 as a multiple of the memory store's (target: <= 1.5x)."""
+    if "memory" not in results:
+        return "-"
+    ratio = results[name]["e2e_p50_ms"] / results["memory"]["e2e_p50_ms"]
+    results[name]["e2e_ratio_vs_memory"] = ratio
+    return f"{ratio:.2f}"
 
 
 def main() -> None:
@@ -358,7 +397,11 @@ def main() -> None:
                 print(f"skipping {name}: {reason}", flush=True)
                 continue
             print(f"measuring {name} ...", flush=True)
-            results[name] = run_backend(backend, n=n, concurrency=args.concurrency, repeats=repeats)
+            try:
+                results[name] = run_backend(backend, n=n, concurrency=args.concurrency, repeats=repeats)
+            except Exception as exc:  # one backend's failure should not lose the others' figures
+                skipped[name] = f"failed: {exc!r}"
+                print(f"{name} failed: {exc!r}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -369,7 +412,7 @@ def main() -> None:
     print()
     header = (
         f"{'backend':15} {'create/s':>9} {'create p50':>11} {'tasks/get/s':>12} {'plain/s':>8} "
-        f"{'cpu/create':>11} {'cpu/get':>8}  load"
+        f"{'cpu/create':>11} {'cpu/get':>8} {'e2e p50':>9} {'x memory':>8}  load"
     )
     print(header)
     print("-" * len(header))
@@ -377,7 +420,8 @@ def main() -> None:
         line = (
             f"{name:15} {figures['create_per_s']:9.0f} {figures['create_p50_ms']:8.2f} ms "
             f"{figures['tasks_get_per_s']:12.0f} {figures['plain_per_s']:8.0f} "
-            f"{figures['server_cpu_ms_per_create']:8.2f} ms {figures['server_cpu_ms_per_get']:5.2f} ms  "
+            f"{figures['server_cpu_ms_per_create']:8.2f} ms {figures['server_cpu_ms_per_get']:5.2f} ms "
+            f"{figures['e2e_p50_ms']:6.2f} ms {_vs_memory(results, name):>8}  "
             f"{figures['load_before']:.2f}->{figures['load_after']:.2f}"
         )
         if name == "redis" and ratio is not None:

@@ -76,6 +76,9 @@ class EngineConfig:
     """What task tools do for requests without the extension: `"inline"`, `"tools"`, `"reject"`."""
     immediate_results: bool = True
     """Answer a call whose body finished without suspending with its result, not a task."""
+    fast_path: bool = field(default=True, metadata=_flag("--fast-path"))
+    """Over Streamable HTTP, answer `tasks/get|update|cancel` below the SDK's request machinery
+    (same bytes on the wire; `TaskServer.streamable_http_app` and `mcptasks serve`)."""
     parked_limit: int = 1000
     """How many inline calls may wait at a question between their rounds at once."""
     parked_seconds: float = 600.0
@@ -138,9 +141,10 @@ def apply_flags(
     enqueue_only: bool = False,
     lease_ttl: float | None = None,
     concurrency: int | None = None,
+    fast_path: bool | None = None,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`); raises `ValueError` for an invalid value."""
+    `--lease-ttl`, `--concurrency`, `--fast-path`); raises `ValueError` for an invalid value."""
     changes: dict[str, Any] = {}
     if enqueue_only:
         changes["run_tasks"] = False
@@ -148,6 +152,8 @@ def apply_flags(
         changes["lease_ttl"] = lease_ttl
     if concurrency is not None:
         changes["max_concurrent"] = concurrency
+    if fast_path is not None:
+        changes["fast_path"] = fast_path
     return replace(config, **changes)
 
 
@@ -189,6 +195,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "store_retry": lambda value: isinstance(value, StoreRetry),
     "fallback": lambda value: value in FALLBACK_MODES,
     "immediate_results": _flag_value,
+    "fast_path": _flag_value,
     "parked_limit": _count(0),
     "parked_seconds": _positive,
     "push": _flag_value,
@@ -214,6 +221,7 @@ _RULES = {
     "store_retry": "must be a StoreRetry",
     "fallback": f"must be one of {', '.join(repr(mode) for mode in FALLBACK_MODES)}",
     "immediate_results": "must be True or False",
+    "fast_path": "must be True or False",
     "parked_limit": "must be a non-negative integer",
     "parked_seconds": "must be a positive number of seconds",
     "push": "must be True or False",

@@ -189,10 +189,13 @@ def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_l
     import uvicorn
 
     from mcptasks.server.app import uvicorn_server
+    from mcptasks.server.fast_path import add_fast_path
     from mcptasks.server.http_hints import ProtocolVersionHint
 
     app = mcp.streamable_http_app(streamable_http_path=path, host=host)
     app.add_middleware(ProtocolVersionHint)
+    if extension is not None and extension.config.fast_path:
+        add_fast_path(app, mcp, extension, path=path)
     config = uvicorn.Config(
         app,
         host=host,
@@ -217,6 +220,7 @@ def serve(
     lease_ttl: float | None = None,
     log_level: str = "info",
     log_format: LogFormat = "text",
+    fast_path: bool | None = None,
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     from mcp.server.mcpserver import MCPServer
@@ -232,7 +236,7 @@ def serve(
         _extension(server, target)  # the flags need one
     extension = _extension_of(server)
     if extension is not None:
-        _configure(extension, enqueue_only=enqueue_only, lease_ttl=lease_ttl)
+        _configure(extension, enqueue_only=enqueue_only, lease_ttl=lease_ttl, fast_path=fast_path)
         if store_object is not None:
             extension.use_store(store_object)
         else:  # the store the file configured
@@ -263,11 +267,12 @@ def _serve_transport(
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
     configure_logging(log_level, log_format)
     startup = _startup(mcp, extension, url, log_level, log_format)
-    tune_gc()
     if transport == "http":
         startup.print(sys.stderr)
         _serve_http(mcp, extension, host, port, path, log_level)
-    elif anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
+        return
+    tune_gc()
+    if anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
         raise KeyboardInterrupt
 
 
@@ -326,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--store",
         help=f"task store URL (memory://, sqlite:///tasks.db, redis://, postgresql://); also ${STORE_ENV}",
+    )
+    run.add_argument(
+        "--fast-path",
+        choices=("on", "off"),
+        help="answer tasks/get|update|cancel over HTTP below the SDK's request machinery "
+        "(default on; also $MCPTASKS_FAST_PATH)",
     )
     run.add_argument(
         "--enqueue-only",
@@ -389,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lease_ttl=args.lease_ttl,
                 log_level=args.log_level,
                 log_format=args.log_format,
+                fast_path=None if args.fast_path is None else args.fast_path == "on",
             )
         elif args.command == "worker":
             work(

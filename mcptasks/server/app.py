@@ -14,6 +14,7 @@ from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOption
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.server.extension import Lifespan, TasksExtension
+from mcptasks.server.fast_path import add_fast_path
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.base import TaskStore
@@ -100,14 +101,20 @@ class TaskServer:
         self.extension.use_store(store)
 
     def streamable_http_app(
-        self, *, path: str = "/mcp", host: str = "127.0.0.1", **options: Any
+        self, *, path: str = "/mcp", host: str = "127.0.0.1", fast_path: bool | None = None, **options: Any
     ) -> Starlette:
         """The Streamable HTTP ASGI app (a fresh one per call; mount it or serve it with uvicorn).
 
         A request without `MCP-Protocol-Version` that the server rejects for want of a session
-        is told to send that header (see `mcptasks.server.http_hints`)."""
+        is told to send that header (see `mcptasks.server.http_hints`). `fast_path` (default:
+        `EngineConfig.fast_path`, on) answers `tasks/get|update|cancel` below the SDK's request
+        machinery, with the same bytes on the wire (see `mcptasks.server.fast_path`)."""
         app = self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
         app.add_middleware(ProtocolVersionHint)
+        if fast_path is None:
+            fast_path = self.extension.config.fast_path
+        if fast_path:
+            add_fast_path(app, self.mcp, self.extension, path=path)
         return app
 
     def run(
@@ -122,10 +129,10 @@ class TaskServer:
         """Serve until interrupted: stdio, or Streamable HTTP at `http://host:port/path`.
 
         Ctrl-C (SIGINT) stops either transport with `KeyboardInterrupt`; SIGTERM stops it normally.
-        The process's garbage collector is tuned for serving first (`tune_gc`).
+        The process's garbage collector is tuned for serving once it serves (`tune_gc`).
         """
-        tune_gc()
         if transport == "stdio":
+            tune_gc()
             if anyio.run(serve_stdio, self.mcp.run_stdio_async):
                 raise KeyboardInterrupt
         elif transport == "http":
@@ -146,10 +153,18 @@ class TaskServer:
 
 def uvicorn_server(config: Any, extension: TasksExtension | None) -> Any:
     """A `uvicorn.Server` for `config` that ends the extension's open listen streams (with their
-    closing response) when it starts shutting down; they would hold its graceful shutdown forever."""
+    closing response) when it starts shutting down; they would hold its graceful shutdown forever.
+
+    Once started it tunes the garbage collector for serving (`tune_gc`): everything start-up
+    allocated (modules, the SDK, schemas) is frozen out of its reach, so full collections scan only
+    what requests and tasks allocate, and young collections run less often."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            tune_gc()
+
         async def shutdown(self, sockets: Any = None) -> None:
             if extension is not None:
                 extension.close_listen_streams()

@@ -271,16 +271,29 @@ class TasksExtension(Extension):
 
     def _method_handler(self, method: str) -> Callable[[ServerRequestContext[Any, Any], Any], Any]:
         async def handle(ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> dict[str, Any]:
-            raw = params.model_dump(by_alias=True, exclude_unset=True)
             headers = dict(ctx.request.headers) if ctx.request is not None else None
-            try:
-                return await self.protocol.handle(
-                    method, raw, owner=current_owner(), headers=headers, meta=ctx.meta or raw.get("_meta")
-                )
-            except ProtocolError as exc:
-                raise _mcp_error(exc) from None
+            return await self._answer(method, params, headers, ctx.meta)
 
         return handle
+
+    async def answer_task_request(
+        self, method: str, params: Mapping[str, Any] | None, headers: Mapping[str, str] | None
+    ) -> dict[str, Any]:
+        """Answer `tasks/get|update|cancel` as the SDK-registered handler does, params validated
+        as the SDK validates them (raises pydantic's `ValidationError` or `MCPError` like it)."""
+        typed = _AnyParams.model_validate({} if params is None else params, by_name=False)
+        return await self._answer(method, typed, headers, typed.meta)
+
+    async def _answer(
+        self, method: str, params: _AnyParams, headers: Mapping[str, str] | None, meta: Any
+    ) -> dict[str, Any]:
+        raw = params.model_dump(by_alias=True, exclude_unset=True)
+        try:
+            return await self.protocol.handle(
+                method, raw, owner=current_owner(), headers=headers, meta=meta or raw.get("_meta")
+            )
+        except ProtocolError as exc:
+            raise _mcp_error(exc) from None
 
     async def intercept_tool_call(
         self,
