@@ -188,6 +188,10 @@ class TasksExtension(Extension):
         server.middleware.append(TaskToolListing(self.tool_definitions))
         server.middleware.append(self._listen_streams)
 
+    def owns_middleware(self, middleware: object) -> bool:
+        """Whether `middleware` (an entry of a server's `middleware`) is one `install` added."""
+        return isinstance(middleware, TaskToolListing) or middleware == self._listen_streams
+
     async def _listen_streams(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:

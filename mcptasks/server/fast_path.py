@@ -65,7 +65,8 @@ MAX_BODY = 64 * 1024
 
 def _known_middleware_types() -> tuple[type, ...]:
     # What a plain MCPServer installs (the SDK's OpenTelemetry middleware, found on a fresh server
-    # rather than imported from a private module), the request-state boundary, and the listen one.
+    # rather than imported from a private module), the request-state boundary, and the listen one;
+    # the extension's own middleware is recognised by `TasksExtension.owns_middleware`.
     defaults = {type(middleware) for middleware in Server("probe").middleware}
     return (*defaults, RequestStateBoundary, TaskListenMiddleware)
 
@@ -187,7 +188,10 @@ class TasksFastPath:
         """No middleware, cache hint or tracer the fast path would skip."""
         if method in self.server.cache_hints or _tracing_active():
             return False
-        return all(isinstance(middleware, self._known) for middleware in self.server.middleware)
+        return all(
+            isinstance(middleware, self._known) or self.extension.owns_middleware(middleware)
+            for middleware in self.server.middleware
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a `tasks/*` POST, or hand the request (and any body read) to the SDK's app."""
