@@ -122,7 +122,8 @@ class CountingTasksClient(TasksClient):
 
 class CuttingProxy:
     """Relays 127.0.0.1 TCP connections to a server; `cut()` closes the connections whose latest
-    request was a `subscriptions/listen` (the client's other, pooled connections stay up)."""
+    request was a `subscriptions/listen` (the client's other, pooled connections stay up). A side
+    that closes its connection closes the other side's too, as without the proxy."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -138,14 +139,19 @@ class CuttingProxy:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
 
-        async def relay(source: SocketStream, sink: SocketStream, scope: anyio.CancelScope | None) -> None:
+        async def relay(
+            source: SocketStream, sink: SocketStream, scope: anyio.CancelScope, requests: bool
+        ) -> None:
             try:
                 async for chunk in source:
-                    if scope is not None and b" HTTP/1.1\r\n" in chunk:  # a new request on this connection
+                    if requests and b" HTTP/1.1\r\n" in chunk:  # a new request on this connection
                         self._listening[scope] = b"mcp-method: subscriptions/listen" in chunk.lower()
                     await sink.send(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
                 pass
+            # one side closed (the client aborting a stream it no longer reads, or the server): close
+            # the other too, as a direct connection would, so the server ends that stream
+            scope.cancel()
 
         async def handle(client: SocketStream) -> None:
             with anyio.CancelScope() as scope:
@@ -155,8 +161,8 @@ class CuttingProxy:
                     await anyio.connect_tcp("127.0.0.1", self.target_port) as server,
                     anyio.create_task_group() as pair,
                 ):
-                    pair.start_soon(relay, client, server, scope)
-                    pair.start_soon(relay, server, client, None)
+                    pair.start_soon(relay, client, server, scope, True)
+                    pair.start_soon(relay, server, client, scope, False)
             self._listening.pop(scope, None)
 
         async with anyio.create_task_group() as group:
@@ -180,11 +186,12 @@ async def test_a_cut_stream_is_caught_up_with_one_get_and_listened_again() -> No
                     handle = await start_tool_call(client, "gated", {"label": "cut"})
                     states: list[str | None] = []
 
-                    async def cut_then_finish(listens: int) -> None:
-                        # the client listens again for its next state: cut that stream once it is open
+                    async def cut_then_finish(listens: int, pushes: int) -> None:
+                        # the client listens again for its next state: cut that stream once it is up,
+                        # that is once it pushed the current state (counted from before it started: the
+                        # push can come before this task looks)
                         await poll(lambda: _count(app, "subscriptions/listen"), lambda n: n > listens)
-                        pushes = extension.received
-                        await poll(lambda: _received(extension), lambda n: n > pushes)  # stream is up
+                        await poll(lambda: _received(extension), lambda n: n > pushes)
                         proxy.cut()
                         # change the task only once the client caught up and listens again
                         await poll(lambda: _count(app, "subscriptions/listen"), lambda n: n > listens + 1)
@@ -196,7 +203,8 @@ async def test_a_cut_stream_is_caught_up_with_one_get_and_listened_again() -> No
                         async for task in updates:
                             states.append(task.status_message)
                             if task.status_message == "cut: waiting":
-                                group.start_soon(cut_then_finish, app.methods["subscriptions/listen"])
+                                listens = app.methods["subscriptions/listen"]
+                                group.start_soon(cut_then_finish, listens, extension.received)
     assert states[-1] == "cut: finishing"
     assert handle.last is not None and handle.last.status == "completed"
     assert gets_after_cut[0] >= 1  # caught up with tasks/get after the cut, before listening again
