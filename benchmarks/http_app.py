@@ -4,8 +4,9 @@ tools, task tools that suspend (1 ms, 10 ms, 200 ms) so every call really create
 
 Garbage-collector measurement (environment variables, set by `benchmarks/http.py`):
 `MCPTASKS_BENCH_GC_STATS=FILE` times every collection and writes the pauses to FILE (JSON) when
-the server stops; `MCPTASKS_BENCH_GC_FREEZE=0` undoes the `gc.freeze()` that `mcptasks serve`
-does once started (so the objects of start-up are scanned by every full collection again).
+the server stops; `MCPTASKS_BENCH_GC_FREEZE=0` undoes the GC tuning that `mcptasks serve` does once started
+(`tune_gc`: the start-up heap is scanned by every full collection again, and young collections
+run at CPython's default threshold of 700).
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ if os.environ.get("MCPTASKS_BENCH_GC_STATS"):
 
 
 async def _unfreeze_soon() -> None:
-    await anyio.sleep(1.0)  # after `mcptasks serve` froze the start-up heap
+    await anyio.sleep(1.0)  # after `mcptasks serve` tuned the collector
     gc.unfreeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(700, older, oldest)
 
 
 @asynccontextmanager
 async def lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
-    """With `MCPTASKS_BENCH_GC_FREEZE=0`, undo the `gc.freeze()` `mcptasks serve` does once started
+    """With `MCPTASKS_BENCH_GC_FREEZE=0`, undo the GC tuning `mcptasks serve` does once started
     (to measure without it); always start counting collections afresh."""
     async with anyio.create_task_group() as group:
         if os.environ.get("MCPTASKS_BENCH_GC_FREEZE") == "0":
