@@ -806,11 +806,7 @@ class TaskEngine:
                 return None
             if only_attempt is not None and record.attempt != only_attempt:
                 return None
-            tool = self.tools.get(record.tool)
-            ttl_ms = None if tool is None else tool.ttl_ms
-            if ttl_ms is not None and record.ttl_ms is not None and record.ttl_ms > ttl_ms:
-                record = retained(record, ttl_ms) or record  # it ran past its first expiry
-            return record.evolve(
+            ended = record.evolve(
                 status=outcome.status,
                 result=outcome.result,
                 error=outcome.error,
@@ -818,6 +814,12 @@ class TaskEngine:
                 input_requests={},
                 input_responses={},
             )
+            tool = self.tools.get(record.tool)
+            ttl_ms = None if tool is None else tool.ttl_ms
+            if ttl_ms is not None and record.ttl_ms is not None and record.ttl_ms > ttl_ms:
+                # it ran past its first expiry: kept one ttl from its end
+                return retained(ended, ttl_ms, since=ended.updated_at) or ended
+            return ended
 
         finished = await self._mutate(task_id, change, known=known)
         if finished is not None and finished.terminal:

@@ -29,12 +29,16 @@ T = TypeVar("T")
 logger = logging.getLogger("mcptasks")
 
 
-def retained(record: TaskRecord, ttl_ms: int) -> TaskRecord | None:
-    """`record` kept until one `ttl_ms` from now, when that is later than its expiry (else None)."""
+def retained(record: TaskRecord, ttl_ms: int, since: float | None = None) -> TaskRecord | None:
+    """`record` kept until one `ttl_ms` after `since` (default now), when that is later than its
+    expiry (else None)."""
     if record.ttl_ms is None:
         return None
-    wanted = math.ceil((time.time() - record.created_at) * 1000) + ttl_ms
-    return record.evolve(ttl_ms=wanted) if wanted > record.ttl_ms else None
+    start = time.time() if since is None else since
+    wanted = math.ceil((start - record.created_at) * 1000) + ttl_ms
+    if wanted <= record.ttl_ms:
+        return None
+    return record.evolve(ttl_ms=wanted, updated_at=max(start, record.updated_at))
 
 
 class RunHost(Protocol):
