@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,8 +27,8 @@ from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
 from sdk_helpers import connect, eventually, text, the_input_request
 
+from mcptasks import Limits, TaskServer, ToolError
 from mcptasks import Result as TaskResult
-from mcptasks import TaskServer, ToolError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
@@ -272,6 +273,11 @@ async def test_job_runner_throttles_status_writes(
 
     store = RecordingStore()
     job_runner.app.use_store(store)
+    # The engine's own coalescing is off, so the writes are the example's throttle alone (with it
+    # on, a last line yielded within Limits.status_interval of the next status is superseded by it,
+    # as documented: the last status wins).
+    unthrottled = replace(job_runner.app.extension.config, limits=Limits(status_interval=0))
+    job_runner.app.configure(unthrottled)
     chatty = "import time\nend, i = time.monotonic() + 1.0, 0\nwhile time.monotonic() < end:\n    i += 1; print(f'line {i}')\n"
     set_steps(monkeypatch, "build", py(chatty))
     async with connect(job_runner.app) as tasks:
