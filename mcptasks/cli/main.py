@@ -188,14 +188,9 @@ def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_l
     import anyio
     import uvicorn
 
-    from mcptasks.server.app import uvicorn_server
-    from mcptasks.server.fast_path import add_fast_path
-    from mcptasks.server.http_hints import ProtocolVersionHint
+    from mcptasks.server.app import http_app, uvicorn_server
 
-    app = mcp.streamable_http_app(streamable_http_path=path, host=host)
-    app.add_middleware(ProtocolVersionHint)
-    if extension is not None and extension.config.fast_path:
-        add_fast_path(app, mcp, extension, path=path)
+    app = http_app(mcp, extension, path=path, host=host)
     config = uvicorn.Config(
         app,
         host=host,

@@ -109,13 +109,7 @@ class TaskServer:
         is told to send that header (see `mcptasks.server.http_hints`). `fast_path` (default:
         `EngineConfig.fast_path`, on) answers `tasks/get|update|cancel` below the SDK's request
         machinery, with the same bytes on the wire (see `mcptasks.server.fast_path`)."""
-        app = self.mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
-        app.add_middleware(ProtocolVersionHint)
-        if fast_path is None:
-            fast_path = self.extension.config.fast_path
-        if fast_path:
-            add_fast_path(app, self.mcp, self.extension, path=path)
-        return app
+        return http_app(self.mcp, self.extension, path=path, host=host, fast_path=fast_path, **options)
 
     def run(
         self,
@@ -149,6 +143,24 @@ class TaskServer:
         app = self.streamable_http_app(path=path, host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
         await uvicorn_server(config, self.extension).serve()
+
+
+def http_app(
+    mcp: MCPServer[Any],
+    extension: TasksExtension | None,
+    *,
+    path: str = "/mcp",
+    host: str = "127.0.0.1",
+    fast_path: bool | None = None,
+    **options: Any,
+) -> Starlette:
+    """`mcp`'s Streamable HTTP app with the protocol-version hint and, where `extension` serves
+    it and `fast_path` (default: its `EngineConfig.fast_path`) is on, the `tasks/*` fast path."""
+    app = mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+    app.add_middleware(ProtocolVersionHint)
+    if extension is not None and (extension.config.fast_path if fast_path is None else fast_path):
+        add_fast_path(app, mcp, extension, path=path)
+    return app
 
 
 def uvicorn_server(config: Any, extension: TasksExtension | None) -> Any:
