@@ -313,6 +313,28 @@ class TasksProtocol:
             result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
         return complete(result)
 
+    def creates_task_at_once(self, name: str, meta: Mapping[str, Any] | None) -> bool:
+        """Whether `call_tool(name, ..., meta=meta)` on a 2026-07-28 connection takes `Route.TASK`:
+        a task is created at once (or answered inline if its body ends at once), with no input
+        rounds first and no body run inline to its end."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return False
+        request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
+        return self._route(tool, request_meta, client_capabilities(request_meta), True) is Route.TASK
+
+    def _route(
+        self, tool: TaskTool, meta: Mapping[str, Any] | None, declared: Mapping[str, Any], tasks_allowed: bool
+    ) -> Route:
+        return route_of(
+            opted_in=client_opted_in(meta),
+            tasks_allowed=tasks_allowed,
+            fallback=self.fallback_mode(tool),
+            task_support=tool.task_support,
+            input_before_task=tool.input_before_task,
+            can_ask=bool(input_capabilities(declared)),
+        )
+
     async def call_tool(
         self,
         name: str,
@@ -341,14 +363,7 @@ class TasksProtocol:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
         declared = client_capabilities(request_meta)
-        route = route_of(
-            opted_in=client_opted_in(request_meta),
-            tasks_allowed=tasks_allowed,
-            fallback=self.fallback_mode(tool),
-            task_support=tool.task_support,
-            input_before_task=tool.input_before_task,
-            can_ask=bool(input_capabilities(declared)),
-        )
+        route = self._route(tool, request_meta, declared, tasks_allowed)
         if route is Route.REFUSE:
             raise missing_extension_error(f"Tool {name!r}")
         if tool.required_capabilities and route is not Route.STARTED_FOR_MODEL:

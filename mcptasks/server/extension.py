@@ -40,6 +40,7 @@ from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
 from mcptasks._runtime.push import TaskPush
 from mcptasks.errors import ProtocolError
+from mcptasks.server.answered_calls import take_from
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.server.listing import TaskToolListing
 from mcptasks.stores.base import TaskStore
@@ -78,8 +79,8 @@ def _raw(value: Any) -> Any:
     return value
 
 
-def _call_tool_result(result: Mapping[str, Any]) -> CallToolResult:
-    # The SDK stamps resultType itself and checks the result against the tool's output schema.
+def call_tool_result(result: Mapping[str, Any]) -> CallToolResult:
+    """A complete `tools/call` result dict as the SDK's model (the SDK stamps `resultType` itself)."""
     return CallToolResult.model_validate({k: v for k, v in result.items() if k != "resultType"})
 
 
@@ -310,16 +311,31 @@ class TasksExtension(Extension):
             result = await self.protocol.call_fallback_tool(
                 params.name, params.arguments, owner=current_owner()
             )
-            return _call_tool_result(result)
+            return call_tool_result(result)
         if params.name not in self.protocol.tools:
             return await call_next(ctx)
-        modern = ctx.protocol_version == PROTOCOL_VERSION
+        answered = take_from(ctx.request.scope if ctx.request is not None else None, params.name)
+        if answered is not None:
+            result = answered.replay()
+        else:
+            result = await self.call_task_tool(
+                params, meta=ctx.meta, modern=ctx.protocol_version == PROTOCOL_VERSION
+            )
+        if result.get("resultType") == "complete":
+            return call_tool_result(result)
+        return result
+
+    async def call_task_tool(
+        self, params: CallToolRequestParams, *, meta: Any, modern: bool = True
+    ) -> dict[str, Any]:
+        """Run a `tools/call` of one of this extension's task tools (`modern`: on a 2026-07-28
+        connection); the result dict with its `resultType`, or `MCPError` as the SDK would send it."""
         responses = params.input_responses
         try:
-            result = await self.protocol.call_tool(
+            return await self.protocol.call_tool(
                 params.name,
                 params.arguments,
-                meta=ctx.meta if modern else None,
+                meta=meta if modern else None,
                 owner=current_owner(),
                 tasks_allowed=modern,
                 input_responses={k: _raw(v) for k, v in responses.items()} if responses is not None else None,
@@ -327,9 +343,6 @@ class TasksExtension(Extension):
             )
         except ProtocolError as exc:
             raise _mcp_error(exc) from None
-        if result.get("resultType") == "complete":
-            return _call_tool_result(result)
-        return result
 
 
 @asynccontextmanager

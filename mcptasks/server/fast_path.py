@@ -1,24 +1,33 @@
-"""A fast path for `tasks/get|update|cancel` over Streamable HTTP, below the SDK's request machinery.
+"""A fast path for task requests over Streamable HTTP, below the SDK's request machinery.
 
-Polling is the load that grows with every running task, and a `tasks/*` request needs little of
-what the SDK does per request (routing, a per-request connection and session, the middleware
-chain, a task group for the SSE deferral). `TasksFastPath` sits in front of the SDK's Streamable
-HTTP app and answers those requests itself, running the same checks in the same order with the
-SDK's own public pieces (`check_accept_headers`,
-`find_duplicated_routing_header`, `classify_inbound_request`, `modern_error_data`; the Host/Origin
-checks of `TransportSecurityMiddleware` are mirrored on its settings) and the same
-handler (`TasksExtension.answer_task_request`), so the bytes on the wire are the same.
+Polling is the load that grows with every running task, and creating tasks the load that grows
+with every client; neither needs much of what the SDK does per request (routing, a per-request
+connection and session, the middleware chain, a task group for the SSE deferral). `TasksFastPath`
+sits in front of the SDK's Streamable HTTP app and answers `tasks/get|update|cancel`, and opted-in
+`tools/call` requests of task tools that create a task at once, itself. It runs the same checks in
+the same order, with the SDK's own public pieces where they take plain data
+(`classify_inbound_request`, `validate_client_request`, `modern_error_data`; the Accept,
+Content-Type and Host/Origin checks are mirrored on the SDK's settings), and the same handlers
+(`TasksExtension.answer_task_request`, `TasksExtension.call_task_tool`), so the bytes on the wire
+are the same.
 
 It answers only what it can answer exactly as the SDK would; everything else goes to the SDK
 untouched (the body it read is handed on): other methods, GET/DELETE, other protocol versions,
-notifications, batches, bodies that do not parse or validate, requests any check rejects (the SDK
-then writes the rejection), servers with authentication or with server middleware it does not
-know, an active OpenTelemetry tracer provider (the SDK's server spans), and cache hints for the
-method. Turn it off with `TaskServer.streamable_http_app(fast_path=False)` or
+notifications, batches, repeated headers, bodies that do not parse or validate, requests any check
+rejects (the SDK then writes the rejection), servers with authentication, with server middleware
+or other extensions it does not know, an active OpenTelemetry tracer provider (the SDK's server
+spans), and cache hints for the method. A `tools/call` is taken only when its route creates a task
+at once (`TasksProtocol.creates_task_at_once`), without `inputResponses` or `requestState`, and
+when the SDK would not check `Mcp-Param` headers for the tool. When such a call ends otherwise than
+with a `CreateTaskResult` (an immediate result, invalid arguments, an error), the SDK writes the
+answer from the outcome the fast path left for it (`mcptasks.server.answered_calls`): the tool
+runs once either way. Turn it off with `TaskServer.streamable_http_app(fast_path=False)` or
 `mcptasks serve --fast-path off`.
 
 Differences that do not reach the wire: no SDK debug log lines for these requests, and a request
-whose client disconnects is answered to the end rather than cancelled.
+whose client disconnects is answered to the end rather than cancelled. One that does: a request
+slower than the SDK's SSE keepalive interval (15 s unless set) is answered with a JSON body where
+the SDK would switch to an event stream carrying the same answer.
 """
 
 from __future__ import annotations
@@ -30,25 +39,27 @@ from typing import Any, cast
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
-    InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request
+from mcp_types import (
+    SERVER_INFO_META_KEY,
+    CallToolRequestParams,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
 )
-from mcp_types import SERVER_INFO_META_KEY, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types.methods import serialize_server_result, validate_client_request
+from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.routing import Route
 
-from mcptasks.server.extension import TasksExtension
+from mcptasks.server.answered_calls import AnsweredCall, leave_on
+from mcptasks.server.extension import TasksExtension, call_tool_result
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.listen import TaskListenMiddleware
-from mcptasks.wire import PROTOCOL_VERSION
+from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -57,10 +68,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-_METHOD_HEADERS = frozenset(method.encode() for method in TASK_METHODS)
+TOOL_CALL = "tools/call"
+_METHOD_HEADERS = frozenset(method.encode() for method in (*TASK_METHODS, TOOL_CALL))
 _VERSION = PROTOCOL_VERSION.encode()
+_JSON = json.JSONEncoder(separators=(",", ":"))
+"""`json.dumps(..., separators=(",", ":"))`, as the SDK writes a reply, without building an encoder per call."""
 MAX_BODY = 64 * 1024
-"""Larger bodies go to the SDK (a `tasks/*` body is a few hundred bytes)."""
+"""Larger bodies go to the SDK (a task request body is a few hundred bytes)."""
 
 
 def _known_middleware_types() -> tuple[type, ...]:
@@ -73,10 +87,6 @@ def _known_middleware_types() -> tuple[type, ...]:
 
 def _tracing_active() -> bool:
     """Whether an OpenTelemetry tracer provider is set (the SDK would record a span per request)."""
-    try:
-        from opentelemetry import trace
-    except ImportError:  # pragma: no cover - the SDK depends on it
-        return False
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
@@ -99,9 +109,20 @@ def transport_allowed(settings: TransportSecuritySettings, headers: Mapping[str,
     return not origin or _matches(origin, settings.allowed_origins)
 
 
-def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | None]:
-    """(MCP-Protocol-Version, Mcp-Method, Content-Length) as sent, first of each."""
-    version = method = length = None
+def accepted_types(headers: Mapping[str, str]) -> tuple[bool, bool]:
+    """(JSON, SSE) acceptable, as the SDK's `check_accept_headers` reads the Accept header
+    (`*/*`, `application/*` and `text/*` count)."""
+    types = {media.strip().split(";")[0].strip().lower() for media in headers.get("accept", "").split(",")}
+    wildcard = "*/*" in types
+    return (
+        wildcard or "application/json" in types or "application/*" in types,
+        wildcard or "text/event-stream" in types or "text/*" in types,
+    )
+
+
+def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | None, bytes | None]:
+    """(MCP-Protocol-Version, Mcp-Method, Content-Length, Mcp-Name) as sent, first of each."""
+    version = method = length = name = None
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version" and version is None:
             version = value
@@ -109,7 +130,27 @@ def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | No
             method = value
         elif key == b"content-length" and length is None:
             length = int(value) if value.isdigit() else -1
-    return version, method, length
+        elif key == b"mcp-name" and name is None:
+            name = value
+    return version, method, length, name
+
+
+def _unique_headers(scope: Scope) -> dict[str, str] | None:
+    """The request headers as Starlette decodes them; None when a name repeats (the SDK decides
+    which of them counts)."""
+    raw = scope["headers"]
+    headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in raw}
+    return headers if len(headers) == len(raw) else None
+
+
+def _sieved(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A complete result shaped as the SDK's outbound pass shapes a `CallToolResult` (validated
+    and sieved by the 2026-07-28 surface); None when that fails (the SDK answers the failure)."""
+    try:
+        dumped = call_tool_result(result).model_dump(by_alias=True, mode="json", exclude_none=True)
+        return serialize_server_result(TOOL_CALL, PROTOCOL_VERSION, dumped)
+    except (ValidationError, KeyError, ValueError):
+        return None
 
 
 class _Answer:
@@ -122,14 +163,14 @@ class _Answer:
             if isinstance(message, JSONRPCError):
                 self.status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200)
             dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-            self.body = json.dumps(dumped, separators=(",", ":")).encode()
+            self.body = _JSON.encode(dumped).encode()
 
     @classmethod
     def result(cls, request_id: Any, result: dict[str, Any]) -> _Answer:
         """A success: plain `json.dumps` of JSON-native data gives the bytes the SDK's model dump
         gives (`exclude_none` does not reach into `result`); anything else goes the SDK's way."""
         try:
-            body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":"))
+            body = _JSON.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
         except (TypeError, ValueError):
             return cls(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
         return cls(body=body.encode())
@@ -142,16 +183,18 @@ class _Answer:
 
 
 class FastPathStats:
-    """How many requests the fast path answered, and how many `tasks/*` POSTs it handed to the SDK
-    after reading them (`app.state.tasks_fast_path` of an app it is installed on)."""
+    """How many requests the fast path answered (`tool_calls` of them `tools/call`), and how many
+    task requests it handed to the SDK after reading them (`app.state.tasks_fast_path` of an app
+    it is installed on)."""
 
     def __init__(self) -> None:
         self.answered = 0
+        self.tool_calls = 0
         self.handed_on = 0
 
 
 class TasksFastPath:
-    """ASGI middleware answering `tasks/get|update|cancel` POSTs itself (see the module docstring)."""
+    """ASGI middleware answering task requests itself (see the module docstring)."""
 
     def __init__(
         self,
@@ -173,14 +216,20 @@ class TasksFastPath:
         )
         self.max_body = min(MAX_BODY, manager.max_request_body_size)
         self._known = _known_middleware_types()
+        self._vetted: tuple[object, ...] | None = None
+        self._stamp: dict[str, Any] | None = None
 
     def _takes(self, scope: Scope) -> bool:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
             return False
         if scope.get("root_path"):
             return False
-        version, method, length = _routing_headers(scope)
+        version, method, length, name = _routing_headers(scope)
         if version != _VERSION or method not in _METHOD_HEADERS or length is None:
+            return False
+        if method == b"tools/call" and (
+            name is None or name.decode("latin-1") not in self.extension.task_tools
+        ):
             return False
         return 0 <= length <= self.max_body and self._server_is_plain(method.decode())
 
@@ -188,13 +237,16 @@ class TasksFastPath:
         """No middleware, cache hint or tracer the fast path would skip."""
         if method in self.server.cache_hints or _tracing_active():
             return False
-        return all(
-            isinstance(middleware, self._known) or self.extension.owns_middleware(middleware)
-            for middleware in self.server.middleware
-        )
+        middleware = tuple(self.server.middleware)
+        if middleware == self._vetted:
+            return True
+        if not all(isinstance(m, self._known) or self.extension.owns_middleware(m) for m in middleware):
+            return False
+        self._vetted = middleware
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a `tasks/*` POST, or hand the request (and any body read) to the SDK's app."""
+        """Answer a task request, or hand the request (and any body read) to the SDK's app."""
         if not self._takes(scope):
             await self.app(scope, receive, send)
             return
@@ -221,10 +273,10 @@ class TasksFastPath:
         await self.app(scope, replay, send)
 
     async def _answer(self, scope: Scope, body: bytes) -> _Answer | None:
-        request = Request(scope)
-        if not transport_allowed(self.security, request.headers):
+        headers = _unique_headers(scope)
+        if headers is None or not transport_allowed(self.security, headers):
             return None
-        has_json, has_sse = check_accept_headers(request)
+        has_json, has_sse = accepted_types(headers)
         if not has_json or (not self.manager.json_response and not has_sse):
             return None
         try:
@@ -237,16 +289,14 @@ class TasksFastPath:
             req = JSONRPCRequest.model_validate(decoded)
         except ValidationError:
             return None
-        if (
-            req.method not in TASK_METHODS
-            or find_duplicated_routing_header(request.headers.items()) is not None
-        ):
-            return None
-        headers = dict(request.headers)
         verdict = classify_inbound_request(decoded, headers=headers)
         if isinstance(verdict, InboundLadderRejection) or verdict.protocol_version != PROTOCOL_VERSION:
             return None
         if self.server.get_request_handler(req.method) is None:
+            return None
+        if req.method == TOOL_CALL:
+            return await self._call_tool(scope, req)
+        if req.method not in TASK_METHODS:
             return None
         return await self._dispatch(req, headers)
 
@@ -257,16 +307,73 @@ class TasksFastPath:
             return _Answer(JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc)))
         return _Answer.result(req.id, self._stamped(result))
 
+    async def _call_tool(self, scope: Scope, req: JSONRPCRequest) -> _Answer | None:
+        """Create the task (or answer its immediate result); an outcome the SDK must shape is
+        left on `scope` for it to answer with."""
+        params = self._task_call(req)
+        if params is None:
+            return None
+        try:
+            result = await self.extension.call_task_tool(params, meta=params.meta)
+        except Exception as exc:
+            leave_on(scope, AnsweredCall(params.name, error=exc))
+            return None
+        kind = result.get("resultType")
+        shaped = result if kind == "task" else _sieved(result) if kind == "complete" else None
+        if shaped is None:
+            leave_on(scope, AnsweredCall(params.name, result=result))
+            return None
+        self.stats.tool_calls += 1
+        return _Answer.result(req.id, self._stamped(shaped))
+
+    def _task_call(self, req: JSONRPCRequest) -> CallToolRequestParams | None:
+        """The call's params when the SDK would run it through to the extension's interceptor
+        and it creates a task at once (see the module docstring), else None."""
+        if set(self.server.extensions) != {EXTENSION_ID}:
+            return None  # another extension may intercept tools/call before this one
+        try:
+            validate_client_request(TOOL_CALL, PROTOCOL_VERSION, req.params)
+            params = CallToolRequestParams.model_validate(
+                {} if req.params is None else req.params, by_name=False
+            )
+        except (ValidationError, KeyError, ValueError):
+            return None
+        protocol = self.extension.protocol
+        if (
+            params.input_responses is not None
+            or params.request_state is not None
+            or protocol.is_fallback_tool(params.name)
+            or not protocol.creates_task_at_once(params.name, params.meta)
+            or not self._no_param_headers_checked(params.name)
+        ):
+            return None
+        return params
+
+    def _no_param_headers_checked(self, name: str) -> bool:
+        """Whether the SDK skips `Mcp-Param` header validation for the tool `name` (it does when
+        the server's schema lookup knows no such tool, as for task tools)."""
+        lookup = self.server.get_tool_input_schema
+        if lookup is None:
+            return False
+        try:
+            return lookup(name) is None
+        except Exception:
+            return False
+
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
         """The result as the SDK shapes an extension method's: `resultType` and `serverInfo` `_meta`."""
+        if self._stamp is None:
+            # Fixed at the server's construction; the SDK hands out a fresh copy per access so
+            # callers can mutate it, and this one is only ever serialised.
+            self._stamp = self.server.server_info_stamp
         result = dict(result)
         if result.get("resultType") is None:
             result["resultType"] = "complete"
         meta = result.get("_meta")
         if meta is None:
-            result["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
+            result["_meta"] = {SERVER_INFO_META_KEY: self._stamp}
         elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self.server.server_info_stamp}
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._stamp}
         return result
 
 
