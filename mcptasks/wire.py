@@ -7,6 +7,7 @@ validate the params of `tasks/get`, `tasks/update` and `tasks/cancel`. No host S
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
@@ -52,6 +53,7 @@ TASK_METHODS: frozenset[str] = frozenset({"tasks/get", "tasks/update", "tasks/ca
 REMOVED_TASK_METHODS: frozenset[str] = frozenset({"tasks/list", "tasks/result"})
 
 
+@lru_cache(maxsize=4096)  # a polled task is rendered again and again with the same timestamps
 def iso_timestamp(epoch_seconds: float) -> str:
     """Render an epoch time as the ISO 8601 UTC string the wire uses (millisecond precision)."""
     moment = datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
