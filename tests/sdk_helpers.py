@@ -111,12 +111,13 @@ def tasks_extension() -> Any:
 
 
 @asynccontextmanager
-async def serve_http(app: Any, path: str = "/mcp") -> AsyncIterator[str]:
+async def serve_http(app: Any, path: str = "/mcp", *, http: str = "auto") -> AsyncIterator[str]:
     """Serve `app` on 127.0.0.1:<ephemeral port> until the block ends; yield the endpoint URL.
 
-    Close every client before leaving the block: the graceful shutdown waits for open connections.
+    `http` is uvicorn's HTTP parser (`auto`: httptools, which mcptasks installs; or `h11`). Close
+    every client before leaving the block: the graceful shutdown waits for open connections.
     """
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", http=http)
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)

@@ -77,8 +77,9 @@ class EngineConfig:
     immediate_results: bool = True
     """Answer a call whose body finished without suspending with its result, not a task."""
     fast_path: bool = field(default=True, metadata=_flag("--fast-path"))
-    """Over Streamable HTTP, answer `tasks/get|update|cancel` below the SDK's request machinery
-    (same bytes on the wire; `TaskServer.streamable_http_app` and `mcptasks serve`)."""
+    """Over Streamable HTTP, answer `tasks/get|update|cancel` and opted-in task tool calls below
+    the SDK's request machinery (same bytes on the wire; `TaskServer.streamable_http_app` and
+    `mcptasks serve`)."""
     parked_limit: int = 1000
     """How many inline calls may wait at a question between their rounds at once."""
     parked_seconds: float = 600.0

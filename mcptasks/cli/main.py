@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--fast-path",
         choices=("on", "off"),
-        help="answer tasks/get|update|cancel over HTTP below the SDK's request machinery "
+        help="answer tasks/get|update|cancel and task tool calls over HTTP below the SDK's request machinery "
         "(default on; also $MCPTASKS_FAST_PATH)",
     )
     run.add_argument(

@@ -15,6 +15,7 @@ from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.fast_path import add_fast_path
+from mcptasks.server.header_values import TrimmedHeaderValues
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.base import TaskStore
@@ -107,8 +108,9 @@ class TaskServer:
 
         A request without `MCP-Protocol-Version` that the server rejects for want of a session
         is told to send that header (see `mcptasks.server.http_hints`). `fast_path` (default:
-        `EngineConfig.fast_path`, on) answers `tasks/get|update|cancel` below the SDK's request
-        machinery, with the same bytes on the wire (see `mcptasks.server.fast_path`)."""
+        `EngineConfig.fast_path`, on) answers `tasks/get|update|cancel` and opted-in task tool
+        calls below the SDK's request machinery, with the same bytes on the wire (see
+        `mcptasks.server.fast_path`)."""
         return http_app(self.mcp, self.extension, path=path, host=host, fast_path=fast_path, **options)
 
     def run(
@@ -154,12 +156,14 @@ def http_app(
     fast_path: bool | None = None,
     **options: Any,
 ) -> Starlette:
-    """`mcp`'s Streamable HTTP app with the protocol-version hint and, where `extension` serves
-    it and `fast_path` (default: its `EngineConfig.fast_path`) is on, the `tasks/*` fast path."""
+    """`mcp`'s Streamable HTTP app with header values trimmed (`TrimmedHeaderValues`), the
+    protocol-version hint and, where `extension` serves it and `fast_path` (default: its
+    `EngineConfig.fast_path`) is on, the `tasks/*` fast path."""
     app = mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
     app.add_middleware(ProtocolVersionHint)
     if extension is not None and (extension.config.fast_path if fast_path is None else fast_path):
         add_fast_path(app, mcp, extension, path=path)
+    app.add_middleware(TrimmedHeaderValues)  # outermost: every layer sees trimmed values
     return app
 
 
