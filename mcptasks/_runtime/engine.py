@@ -44,6 +44,7 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
+from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.watchdog import Watchdog, current_body
@@ -156,6 +157,8 @@ class TaskEngine:
         for tool in tools:
             self.register(tool)
         self._runs: dict[str, TaskRun] = {}
+        self._retention = Retention(self.hosts)
+        """Keeps the records of running bodies from expiring (`ttl` is retention)."""
         self._active_by_owner: dict[str, int] = {}
         self._closing = False
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
@@ -248,6 +251,7 @@ class TaskEngine:
             stack.callback(task_group.cancel_scope.cancel)
             stack.push_async_callback(self._stop_runs)
             self._task_group = self._spawn_group = task_group
+            task_group.start_soon(self._retention.run_forever)
             if self.limits.blocking_threshold is not None:
                 task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
             task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
@@ -499,9 +503,8 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
-            run.ended.set()
-            if run.keeper is not None:
-                run.keeper.cancel()
+            run.end()
+            self._retention.forget(run)
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -768,10 +771,8 @@ class TaskEngine:
 
     def _keep_while_running(self, run: TaskRun, tool: TaskTool) -> None:
         """Keep the record of a running body from expiring: `ttl` is retention, not a deadline."""
-        if tool.ttl_ms is None or run.expires_at is None or self._task_group is None:
-            return
-        run.keeper = anyio.CancelScope()
-        self._task_group.start_soon(run.keep_record, tool.ttl_ms, run.keeper)
+        if tool.ttl_ms is not None and self._task_group is not None:
+            self._retention.keep(run, tool.ttl_ms)
 
     async def run_inline(
         self,
