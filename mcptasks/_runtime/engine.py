@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from contextlib import AsyncExitStack, nullcontext
+from contextlib import AsyncExitStack
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
@@ -47,6 +47,7 @@ from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requ
 from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
+from mcptasks._runtime.wakeups import Wakeups
 from mcptasks._runtime.watchdog import Watchdog, current_body
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
@@ -159,6 +160,8 @@ class TaskEngine:
         self._runs: dict[str, TaskRun] = {}
         self._retention = Retention(self.hosts)
         """Keeps the records of running bodies from expiring (`ttl` is retention)."""
+        self._wakeups = Wakeups()
+        """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._active_by_owner: dict[str, int] = {}
         self._closing = False
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
@@ -210,6 +213,10 @@ class TaskEngine:
         """Whether `run` is still this engine's run of its task."""
         return self._runs.get(run.task_id) is run
 
+    def wake_at(self, when: float, event: anyio.Event) -> None:
+        """Set `event` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
+        self._wakeups.set_at(when, event)
+
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
         if self._task_group is None:
@@ -252,6 +259,7 @@ class TaskEngine:
             stack.push_async_callback(self._stop_runs)
             self._task_group = self._spawn_group = task_group
             task_group.start_soon(self._retention.run_forever)
+            task_group.start_soon(self._wakeups.run_forever)
             if self.limits.blocking_threshold is not None:
                 task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
             task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
@@ -601,20 +609,31 @@ class TaskEngine:
             task_group.start_soon(self._execute, tool, args, self._runs[record.task_id], record.owner, None)
         return len(claimed)
 
-    async def _execute(
+    def _execute(
         self,
         tool: TaskTool,
         args: dict[str, Any],
         run: TaskRun,
         owner: str,
         prepared: StartedBody | None,
+    ) -> Coroutine[Any, Any, None]:
+        """The coroutine that runs one body and records its end (inside `EngineObserver.executing`
+        when observed; without an observer, no frame of its own: a working task holds less)."""
+        if self.observer is None or run.record is None:
+            return self._run_and_settle(tool, args, run, owner, prepared)
+        return self._observed(self.observer, run.record, tool, args, run, owner, prepared)
+
+    async def _observed(
+        self,
+        observer: EngineObserver,
+        record: TaskRecord,
+        tool: TaskTool,
+        args: dict[str, Any],
+        run: TaskRun,
+        owner: str,
+        prepared: StartedBody | None,
     ) -> None:
-        observed = (
-            nullcontext()
-            if self.observer is None or run.record is None
-            else self.observer.executing(run.record)
-        )
-        with observed:
+        with observer.executing(record):
             await self._run_and_settle(tool, args, run, owner, prepared)
 
     async def _run_and_settle(

@@ -75,6 +75,9 @@ class RunHost(Protocol):
     def hosts(self, run: TaskRun) -> bool:
         """Whether `run` is still the engine's run of its task."""
 
+    def wake_at(self, when: float, event: anyio.Event) -> None:
+        """Set `event` at `when` (`anyio.current_time()` clock)."""
+
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
 
@@ -419,8 +422,8 @@ class TaskRun:
                     received = {i: responses[key] for i, key in keys.items() if key in responses}
                     if len(received) == len(keys):
                         break
-                    with anyio.move_on_after(self.host.input_poll_interval):
-                        await wake.wait()
+                    self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
+                    await wake.wait()
                 finally:
                     self.waiters.remove(wake)
         finally:

@@ -1,4 +1,5 @@
-"""`Retention`: the one engine duty that keeps the records of running bodies from expiring."""
+"""`Retention` and `Wakeups`: the engine duties that keep the records of running bodies from
+expiring and wake bodies waiting for input to re-read their record."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import anyio
 import pytest
 from helpers import serve, wait_for_status
 
-from mcptasks import Result, task_tool
+from mcptasks import Accepted, Elicit, Result, task_tool
 from mcptasks._runtime.retention import Retention, margin_of
 from mcptasks._runtime.run import TaskRun
+from mcptasks._runtime.wakeups import Wakeups
 
 pytestmark = pytest.mark.anyio
 
@@ -142,3 +144,38 @@ async def test_records_of_running_bodies_are_kept_past_their_ttl() -> None:
         release.set()
         for record in records:
             await wait_for_status(engine, record.task_id, "completed", owner="o")
+
+
+async def test_wakeups_set_each_event_at_its_time_earliest_first() -> None:
+    wakeups = Wakeups()
+    late, soon = anyio.Event(), anyio.Event()
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(wakeups.run_forever)
+        await anyio.lowlevel.checkpoint()
+        wakeups.set_at(anyio.current_time() + 3600, late)
+        wakeups.set_at(anyio.current_time(), soon)  # earlier than the one the duty sleeps for
+        with anyio.fail_after(10):
+            await soon.wait()
+        task_group.cancel_scope.cancel()
+    assert not late.is_set()
+    assert len(wakeups) == 1
+
+
+async def test_a_body_waiting_for_input_sees_an_answer_written_without_a_notification() -> None:
+    @task_tool
+    async def ask():
+        answer = yield Elicit("value?")
+        yield Result(answer.data if isinstance(answer, Accepted) else None)
+
+    async with serve(ask, input_poll_interval=0.05) as (engine, _):
+        record = await engine.start(ask, {}, owner="o")
+        asking = await wait_for_status(engine, record.task_id, "input_required", owner="o")
+        (key,) = asking.input_requests
+        answered = asking.evolve(
+            input_requests={},
+            input_responses={key: {"action": "accept", "content": {"value": "v"}}},
+            status="working",
+        )
+        assert await engine.store.replace(answered, expected_version=asking.version)  # no publish
+        final = await wait_for_status(engine, record.task_id, "completed", owner="o")
+    assert final.result is not None and final.result["structuredContent"] == {"value": "v"}
