@@ -81,6 +81,8 @@ class GatedChannel:
     where the model answers, and tasks created without this information). Status goes through.
     """
 
+    __slots__ = ("declared", "inner", "tool")
+
     def __init__(self, inner: BodyChannel, declared: Mapping[str, Any] | None, tool: str) -> None:
         self.inner = inner
         self.declared = declared

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -226,25 +226,33 @@ def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Out
     return Outcome("completed", result=result)
 
 
+def body_run(body: Any, channel: BodyChannel, pending: Pending | None) -> Awaitable[Any]:
+    """What to await to run an opened body (generator or coroutine) to its result value."""
+    if isinstance(body, AsyncGenerator):
+        return drive_generator(body, channel, pending=pending)
+    return watched(body)
+
+
+def outcome_of_error(exc: BaseException, tool: str) -> Outcome | Interrupt:
+    """The outcome of a body's run that raised `exc` (`STOPPED` when the caller's own scope was
+    cancelled; an `Interrupt` from the channel is returned, not raised)."""
+    if isinstance(exc, Interrupt):
+        return exc
+    if isinstance(exc, Exception):
+        return outcome_of_exception(exc, tool)
+    if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+        return STOPPED  # the caller was cancelled: it decides the outcome
+    return outcome_of_abort(exc, tool)
+
+
 async def settle_body(
     body: Any, channel: BodyChannel, tool: str, pending: Pending | None, max_bytes: int | None
 ) -> Outcome | Interrupt:
-    """Run an opened body to its outcome; nothing it raises escapes (`STOPPED` when the caller's
-    own scope was cancelled, an `Interrupt` from the channel is returned, not raised)."""
+    """Run an opened body to its outcome; nothing it raises escapes (see `outcome_of_error`)."""
     try:
-        if isinstance(body, AsyncGenerator):
-            value = await drive_generator(body, channel, pending=pending)
-        else:
-            value = await watched(body)
-        return outcome_of_value(value, tool, max_bytes)
-    except Interrupt as interrupt:
-        return interrupt
-    except Exception as exc:
-        return outcome_of_exception(exc, tool)
+        return outcome_of_value(await body_run(body, channel, pending), tool, max_bytes)
     except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
-            return STOPPED  # the caller was cancelled: it decides the outcome
-        return outcome_of_abort(exc, tool)
+        return outcome_of_error(exc, tool)
 
 
 async def absorb_stray_cancel() -> None:

@@ -27,13 +27,16 @@ from mcptasks._runtime.config import PollLimit as PollLimit
 from mcptasks._runtime.driver import (
     STOPPED,
     InlineChannel,
+    Interrupt,
     Outcome,
     Pending,
     absorb_stray_cancel,
+    body_run,
     cancelled_here,
     outcome_of_abort,
+    outcome_of_error,
+    outcome_of_value,
     run_body,
-    settle_body,
 )
 from mcptasks._runtime.feed import follow
 from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
@@ -47,7 +50,7 @@ from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requ
 from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
-from mcptasks._runtime.wakeups import Wakeups
+from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks._runtime.watchdog import Watchdog, current_body
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
@@ -213,9 +216,13 @@ class TaskEngine:
         """Whether `run` is still this engine's run of its task."""
         return self._runs.get(run.task_id) is run
 
-    def wake_at(self, when: float, event: anyio.Event) -> None:
+    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
         """Set `event` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
-        self._wakeups.set_at(when, event)
+        return self._wakeups.set_at(when, event)
+
+    def forget_wakeup(self, wakeup: Wakeup) -> None:
+        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
+        self._wakeups.cancel(wakeup)
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -654,17 +661,16 @@ class TaskEngine:
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
-                run.scope = scope
-                if run.stopped_at is not None or self._closing:
-                    scope.cancel()
-                if tool.timeout_ms is not None:
-                    scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
-                self._keep_while_running(run, tool)
-                declared = run.record.client_capabilities if run.record is not None else None
-                channel = gated(run, declared, tool.name)
+                channel = self._begin(run, tool, scope)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
                 current_body.set((tool.name, run.task_id))
-                end = await settle_body(body, channel, tool.name, pending, self.limits.max_result_bytes)
+                # `settle_body`, without a frame of its own while the body runs
+                end: Outcome | Interrupt
+                try:
+                    value = await body_run(body, channel, pending)
+                    end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
+                except BaseException as exc:
+                    end = outcome_of_error(exc, tool.name)
                 outcome = end if isinstance(end, Outcome) else _HALTED
                 await absorb_stray_cancel()
             if scope.cancel_called:
@@ -679,6 +685,17 @@ class TaskEngine:
             if cancelled_here() or self._spawn_group is None:
                 raise
             self._spawn_group.start_soon(self._settle_shielded, run, outcome)
+
+    def _begin(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> BodyChannel:
+        """Put a run under `scope` (stop, timeout), keep its record, and give its body's channel."""
+        run.scope = scope
+        if run.stopped_at is not None or self._closing:
+            scope.cancel()
+        if tool.timeout_ms is not None:
+            scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
+        self._keep_while_running(run, tool)
+        declared = run.record.client_capabilities if run.record is not None else None
+        return gated(run, declared, tool.name)
 
     async def _open_body(
         self,

@@ -20,6 +20,7 @@ from mcptasks._runtime.driver import Outcome, wire_requests
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
+from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import INVALID_PARAMS
@@ -75,8 +76,11 @@ class RunHost(Protocol):
     def hosts(self, run: TaskRun) -> bool:
         """Whether `run` is still the engine's run of its task."""
 
-    def wake_at(self, when: float, event: anyio.Event) -> None:
+    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
         """Set `event` at `when` (`anyio.current_time()` clock)."""
+
+    def forget_wakeup(self, wakeup: Wakeup) -> None:
+        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -422,8 +426,11 @@ class TaskRun:
                     received = {i: responses[key] for i, key in keys.items() if key in responses}
                     if len(received) == len(keys):
                         break
-                    self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
-                    await wake.wait()
+                    wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
+                    try:
+                        await wake.wait()
+                    finally:
+                        self.host.forget_wakeup(wakeup)
                 finally:
                     self.waiters.remove(wake)
         finally:

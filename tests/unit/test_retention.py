@@ -161,6 +161,17 @@ async def test_wakeups_set_each_event_at_its_time_earliest_first() -> None:
     assert len(wakeups) == 1
 
 
+def test_cancelled_wakeups_are_forgotten_and_compacted() -> None:
+    wakeups = Wakeups()
+    entries = [wakeups.set_at(1000.0 + i, anyio.Event()) for i in range(1000)]
+    for entry in entries[:900]:
+        wakeups.cancel(entry)
+        wakeups.cancel(entry)  # twice is harmless
+    assert len(wakeups) == 100
+    assert len(wakeups._due) <= 2 * 100 + 65
+    assert all(entry[2] is None for entry in entries[:900])
+
+
 async def test_a_body_waiting_for_input_sees_an_answer_written_without_a_notification() -> None:
     @task_tool
     async def ask():
