@@ -51,7 +51,7 @@ from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
-from mcptasks._runtime.watchdog import Watchdog, current_body
+from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
@@ -663,11 +663,10 @@ class TaskEngine:
             with anyio.CancelScope() as scope:
                 channel = self._begin(run, tool, scope)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
-                current_body.set((tool.name, run.task_id))
                 # `settle_body`, without a frame of its own while the body runs
                 end: Outcome | Interrupt
                 try:
-                    value = await body_run(body, channel, pending)
+                    value = await body_run(body, channel, pending, (tool.name, run.task_id))
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)

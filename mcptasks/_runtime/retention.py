@@ -9,12 +9,10 @@ instead of one sleeping coroutine per run.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import math
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 import anyio
 
@@ -31,13 +29,18 @@ def margin_of(ttl_ms: int) -> float:
     return min(ttl_ms / 2000, 30.0)
 
 
-class _Due(NamedTuple):
-    at: float
-    """When (wall clock, `time.time()`) the renewal is due."""
-    order: int
-    """Ties broken by scheduling order (runs are not comparable)."""
-    run: TaskRun
-    ttl_ms: int
+class _Due:
+    """A renewal due `at` (wall clock, `time.time()`); entries order by `at` alone."""
+
+    __slots__ = ("at", "run", "ttl_ms")
+
+    def __init__(self, at: float, run: TaskRun, ttl_ms: int) -> None:
+        self.at = at
+        self.run = run
+        self.ttl_ms = ttl_ms
+
+    def __lt__(self, other: _Due) -> bool:
+        return self.at < other.at
 
 
 class Retention:
@@ -51,7 +54,6 @@ class Retention:
     def __init__(self, hosts: Callable[[TaskRun], bool]) -> None:
         self._hosts = hosts
         self._due: list[_Due] = []
-        self._order = itertools.count()
         self._dropped = 0
         """Entries in `_due` whose run was forgotten (removed lazily, or by `_compact`)."""
         self._wakeup: anyio.Event | None = None
@@ -78,7 +80,7 @@ class Retention:
         if run.renew_at is not None:
             self._dropped += 1  # its earlier entry is superseded
         run.renew_at = at
-        entry = _Due(at, next(self._order), run, ttl_ms)
+        entry = _Due(at, run, ttl_ms)
         heapq.heappush(self._due, entry)
         if self._due[0] is entry and self._wakeup is not None:
             self._wakeup.set()

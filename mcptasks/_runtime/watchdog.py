@@ -33,15 +33,17 @@ _holding: dict[int, tuple[Label, float]] = {}
 
 
 class watched(Generic[T]):
-    """Await `awaitable`, marking the current body as holding the loop while it runs."""
+    """Await `awaitable`, marking a body (`label`, default `current_body`) as holding the loop
+    while it runs."""
 
-    __slots__ = ("_awaitable",)
+    __slots__ = ("_awaitable", "_label")
 
-    def __init__(self, awaitable: Awaitable[T]) -> None:
+    def __init__(self, awaitable: Awaitable[T], label: Label | None = None) -> None:
         self._awaitable = awaitable
+        self._label = label
 
     def __await__(self) -> Generator[Any, Any, T]:
-        label = current_body.get()
+        label = self._label or current_body.get()
         iterator = self._awaitable.__await__()
         if label is None:
             return iterator
