@@ -121,7 +121,8 @@ class TaskEngine:
     Use it as an async context manager: entering opens the store, announces this instance with a
     heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts the task
     group with its background duties (change listener, heartbeat, orphan reaper, TTL sweeper,
-    and the claim loop that runs queued tasks). Leaving stops every body running here (recording
+    the claim loop that runs queued tasks, and one coroutine each that keeps the records of
+    running bodies from expiring and that wakes bodies waiting for input to re-read their record). Leaving stops every body running here (recording
     `failed` for each) and closes the store.
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,

@@ -53,7 +53,7 @@ class watched(Generic[T]):
 class _Stepping(Generator[Any, Any, T]):
     """Steps `iterator` (an awaitable's), marking `label` as holding the loop during each step.
 
-    An object rather than a generator: a body suspended in it holds three slots, not a frame.
+    An object rather than a generator: a body suspended in it holds two slots, not a frame.
     """
 
     __slots__ = ("_iterator", "_label")
