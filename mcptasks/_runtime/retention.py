@@ -12,6 +12,7 @@ import heapq
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 
 import anyio
@@ -20,7 +21,7 @@ from mcptasks._runtime.run import TaskRun
 
 logger = logging.getLogger("mcptasks")
 
-RENEWERS = 16
+RENEWERS = 32
 """How many renewals due at the same moment are written concurrently."""
 
 
@@ -57,6 +58,9 @@ class Retention:
         self._dropped = 0
         """Entries in `_due` whose run was forgotten (removed lazily, or by `_compact`)."""
         self._wakeup: anyio.Event | None = None
+        self._ready: deque[_Due] = deque()
+        """Renewals due now, earliest first, waiting for a renewer."""
+        self._renewers = 0
 
     def __len__(self) -> int:
         """How many runs have a renewal scheduled."""
@@ -103,30 +107,31 @@ class Retention:
         return taken
 
     async def run_forever(self) -> None:
-        """Sleep until the earliest renewal is due (or an earlier one is scheduled), renew, repeat."""
-        while True:
-            wakeup = self._wakeup = anyio.Event()
-            delay = self._due[0].at - time.time() if self._due else math.inf
-            if delay > 0:
-                with anyio.move_on_after(delay):
-                    await wakeup.wait()
-            due = self._take_due(time.time())
-            if due:
-                await self._renew_all(due)
+        """Sleep until the earliest renewal is due (or an earlier one is scheduled), hand the due
+        ones to renewers (at most `RENEWERS` at once, while this goes on scheduling), repeat."""
+        async with anyio.create_task_group() as renewers:
+            while True:
+                wakeup = self._wakeup = anyio.Event()
+                delay = self._due[0].at - time.time() if self._due else math.inf
+                if delay > 0:
+                    with anyio.move_on_after(delay):
+                        await wakeup.wait()
+                self._ready.extend(self._take_due(time.time()))
+                while self._ready and self._renewers < RENEWERS:
+                    self._renewers += 1
+                    renewers.start_soon(self._renew_ready)
 
-    async def _renew_all(self, due: list[_Due]) -> None:
-        due.reverse()  # earliest last: `pop` takes it first
-
-        async def renewer() -> None:
-            while due:
-                await self._renew(due.pop())
-
-        async with anyio.create_task_group() as task_group:
-            for _ in range(min(len(due), RENEWERS)):
-                task_group.start_soon(renewer)
+    async def _renew_ready(self) -> None:
+        try:
+            while self._ready:
+                await self._renew(self._ready.popleft())
+        finally:
+            self._renewers -= 1
 
     async def _renew(self, entry: _Due) -> None:
         run, ttl_ms = entry.run, entry.ttl_ms
+        if not self._hosts(run):
+            return  # ended while waiting for a renewer
         margin = margin_of(ttl_ms)
         try:
             expires_at = await run.renew(ttl_ms)

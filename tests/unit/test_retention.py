@@ -91,6 +91,36 @@ async def test_a_run_added_while_sleeping_wakes_the_duty_when_it_is_due_earlier(
     assert cast(FakeRun, late).renewals == 0
 
 
+class StuckRun(FakeRun):
+    """A run whose renewal hangs until `release` is set (a store call that does not answer)."""
+
+    def __init__(self, task_id: str, expires_at: float) -> None:
+        super().__init__(task_id, expires_at)
+        self.release = anyio.Event()
+
+    async def renew(self, ttl_ms: int) -> float | None:
+        self.renewed.set()
+        await self.release.wait()
+        return await super().renew(ttl_ms)
+
+
+async def test_a_hanging_renewal_does_not_hold_up_the_others() -> None:
+    retention = Retention(hosted({"stuck", "later"}))
+    stuck = StuckRun("stuck", time.time() - 1)
+    retention.keep(cast(TaskRun, stuck), 60_000)
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(retention.run_forever)
+        with anyio.fail_after(10):
+            await stuck.renewed.wait()
+        later = fake("later", time.time())
+        retention.keep(later, 60_000)
+        with anyio.fail_after(10):
+            await cast(FakeRun, later).renewed.wait()
+        stuck.release.set()
+        await until(lambda: stuck.renew_at is not None)
+        task_group.cancel_scope.cancel()
+
+
 async def test_a_failed_renewal_is_retried_half_a_margin_later() -> None:
     retention = Retention(hosted({"a"}))
     run = fake("a", time.time() - 1, fails=1)
@@ -110,7 +140,7 @@ async def test_a_run_without_expiry_is_not_scheduled_and_forgotten_runs_are_comp
     retention = Retention(hosted(set()))
     retention.keep(fake("unlimited", None), 60_000)
     assert len(retention) == 0
-    runs = [fake(str(i), time.time() + 3600) for i in range(1000)]
+    runs = [fake(str(i), time.time() + 3600) for i in range(1000)]  # not due: nothing runs
     for run in runs:
         retention.keep(run, 60_000)
     for run in runs[:900]:
