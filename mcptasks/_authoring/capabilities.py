@@ -11,7 +11,7 @@ applies the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from mcptasks._authoring.context import BodyChannel
@@ -81,6 +81,8 @@ class GatedChannel:
     where the model answers, and tasks created without this information). Status goes through.
     """
 
+    __slots__ = ("declared", "inner", "tool")
+
     def __init__(self, inner: BodyChannel, declared: Mapping[str, Any] | None, tool: str) -> None:
         self.inner = inner
         self.declared = declared
@@ -114,13 +116,15 @@ class GatedChannel:
         """Passed through."""
         await self.inner.set_status(message)
 
-    async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
+    def ask(self, requests: Sequence[InputRequest]) -> Coroutine[Any, Any, list[Any]]:
         """Ask the inner channel for the supported requests; `Unsupported` for the others.
 
-        Raises -32021 before sending anything when an unsupported request is `required`.
+        Raises -32021 before sending anything when an unsupported request is `required`. When
+        every request is supported this is the inner channel's own `ask` (no frame of its own
+        while the body waits).
         """
         if self.declared is None:
-            return await self.inner.ask(requests)
+            return self.inner.ask(requests)
         answers: list[Any] = [None] * len(requests)
         send: list[int] = []
         for index, request in enumerate(requests):
@@ -131,6 +135,13 @@ class GatedChannel:
                 raise missing_capabilities_error(f"Tool {self.tool!r} ({request.method})", [capability])
             else:
                 answers[index] = Unsupported(request.method, capability)
+        if len(send) == len(requests):
+            return self.inner.ask(requests)
+        return self._ask_some(requests, send, answers)
+
+    async def _ask_some(
+        self, requests: Sequence[InputRequest], send: list[int], answers: list[Any]
+    ) -> list[Any]:
         if send:
             received = await self.inner.ask([requests[i] for i in send])
             for index, answer in zip(send, received, strict=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from mcptasks._authoring.results import error_result, to_call_tool_result
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
-from mcptasks._runtime.watchdog import current_body, watched
+from mcptasks._runtime.watchdog import Label, current_body, watched
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
 
@@ -91,14 +91,14 @@ def _status_text(item: Any) -> str | None:
     return None
 
 
-async def _handle(item: Any, channel: BodyChannel) -> Any:
+async def _handle(item: Any, channel: BodyChannel, label: Label | None) -> Any:
     """Act on one yielded value; return what the `yield` evaluates to."""
     message = _status_text(item)
     if message is not None:
         await channel.set_status(message)
         return None
     if isinstance(item, Delegate):
-        return await drive_generator(item.helper, channel)
+        return await drive_generator(item.helper, channel, label=label)
     requests = as_input_requests(item)
     if requests is not None:
         for request in requests:
@@ -112,40 +112,45 @@ async def _handle(item: Any, channel: BodyChannel) -> Any:
 
 
 async def drive_generator(
-    generator: AsyncGenerator[Any, Any], channel: BodyChannel, *, pending: Pending | None = None
+    generator: AsyncGenerator[Any, Any],
+    channel: BodyChannel,
+    *,
+    pending: Pending | None = None,
+    label: Label | None = None,
 ) -> Any:
     """Run `generator` to its `Result` (or its end) and return the result value (None at the end).
 
     Whatever goes wrong while the body is suspended at a `yield` (a bad value, the client's
     refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
     body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
+    `label` names the body for the watchdog (default: `current_body`).
     """
     send: Any = None
     throw: BaseException | None = None
     try:
         if pending is None:
-            item = await watched(generator.__anext__())
+            item = await watched(generator.__anext__(), label)
         else:
             item = pending.item
         while True:
             if isinstance(item, Result):
                 return item.value
             try:
-                send, throw = await _handle(item, channel), None
+                send, throw = await _handle(item, channel, label), None
             except Interrupt:
                 raise
             except BaseException as exc:
                 send, throw = None, exc
             if throw is None:
-                item = await watched(generator.asend(send))
+                item = await watched(generator.asend(send), label)
                 continue
             if not isinstance(throw, anyio.get_cancelled_exc_class()):
-                item = await watched(generator.athrow(throw))
+                item = await watched(generator.athrow(throw), label)
                 continue
             # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
             # body opened around its `yield` (PEP 789). Deliver it; if the body yields again while
             # the cancellation still stands, it is ignoring the engine's: close it.
-            item = await watched(generator.athrow(throw))
+            item = await watched(generator.athrow(throw), label)
             if cancelled_here():
                 return None
             logger.warning(
@@ -156,12 +161,12 @@ async def drive_generator(
     except StopAsyncIteration:
         return None
     finally:
-        await _close(generator)
+        await _close(generator, label)
 
 
-async def _close(generator: AsyncGenerator[Any, Any]) -> None:
+async def _close(generator: AsyncGenerator[Any, Any], label: Label | None) -> None:
     try:
-        await watched(generator.aclose())
+        await watched(generator.aclose(), label)
     except Exception:
         logger.warning("a task body raised while it was being closed", exc_info=True)
 
@@ -226,25 +231,36 @@ def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Out
     return Outcome("completed", result=result)
 
 
+def body_run(
+    body: Any, channel: BodyChannel, pending: Pending | None, label: Label | None = None
+) -> Awaitable[Any]:
+    """What to await to run an opened body (generator or coroutine) to its result value; `label`
+    names it for the watchdog (default: `current_body`)."""
+    if isinstance(body, AsyncGenerator):
+        return drive_generator(body, channel, pending=pending, label=label)
+    return watched(body, label)
+
+
+def outcome_of_error(exc: BaseException, tool: str) -> Outcome | Interrupt:
+    """The outcome of a body's run that raised `exc` (`STOPPED` when the caller's own scope was
+    cancelled; an `Interrupt` from the channel is returned, not raised)."""
+    if isinstance(exc, Interrupt):
+        return exc
+    if isinstance(exc, Exception):
+        return outcome_of_exception(exc, tool)
+    if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
+        return STOPPED  # the caller was cancelled: it decides the outcome
+    return outcome_of_abort(exc, tool)
+
+
 async def settle_body(
     body: Any, channel: BodyChannel, tool: str, pending: Pending | None, max_bytes: int | None
 ) -> Outcome | Interrupt:
-    """Run an opened body to its outcome; nothing it raises escapes (`STOPPED` when the caller's
-    own scope was cancelled, an `Interrupt` from the channel is returned, not raised)."""
+    """Run an opened body to its outcome; nothing it raises escapes (see `outcome_of_error`)."""
     try:
-        if isinstance(body, AsyncGenerator):
-            value = await drive_generator(body, channel, pending=pending)
-        else:
-            value = await watched(body)
-        return outcome_of_value(value, tool, max_bytes)
-    except Interrupt as interrupt:
-        return interrupt
-    except Exception as exc:
-        return outcome_of_exception(exc, tool)
+        return outcome_of_value(await body_run(body, channel, pending), tool, max_bytes)
     except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()) and cancelled_here():
-            return STOPPED  # the caller was cancelled: it decides the outcome
-        return outcome_of_abort(exc, tool)
+        return outcome_of_error(exc, tool)
 
 
 async def absorb_stray_cancel() -> None:

@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from contextlib import AsyncExitStack, nullcontext
+from contextlib import AsyncExitStack
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
@@ -27,13 +27,16 @@ from mcptasks._runtime.config import PollLimit as PollLimit
 from mcptasks._runtime.driver import (
     STOPPED,
     InlineChannel,
+    Interrupt,
     Outcome,
     Pending,
     absorb_stray_cancel,
+    body_run,
     cancelled_here,
     outcome_of_abort,
+    outcome_of_error,
+    outcome_of_value,
     run_body,
-    settle_body,
 )
 from mcptasks._runtime.feed import follow
 from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
@@ -44,9 +47,11 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
+from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
-from mcptasks._runtime.watchdog import Watchdog, current_body
+from mcptasks._runtime.wakeups import Wakeup, Wakeups
+from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
@@ -116,7 +121,8 @@ class TaskEngine:
     Use it as an async context manager: entering opens the store, announces this instance with a
     heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts the task
     group with its background duties (change listener, heartbeat, orphan reaper, TTL sweeper,
-    and the claim loop that runs queued tasks). Leaving stops every body running here (recording
+    the claim loop that runs queued tasks, and one coroutine each that keeps the records of
+    running bodies from expiring and that wakes bodies waiting for input to re-read their record). Leaving stops every body running here (recording
     `failed` for each) and closes the store.
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
@@ -156,6 +162,10 @@ class TaskEngine:
         for tool in tools:
             self.register(tool)
         self._runs: dict[str, TaskRun] = {}
+        self._retention = Retention(self.hosts)
+        """Keeps the records of running bodies from expiring (`ttl` is retention)."""
+        self._wakeups = Wakeups()
+        """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._active_by_owner: dict[str, int] = {}
         self._closing = False
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
@@ -207,6 +217,14 @@ class TaskEngine:
         """Whether `run` is still this engine's run of its task."""
         return self._runs.get(run.task_id) is run
 
+    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
+        """Set `event` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
+        return self._wakeups.set_at(when, event)
+
+    def forget_wakeup(self, wakeup: Wakeup) -> None:
+        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
+        self._wakeups.cancel(wakeup)
+
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
         if self._task_group is None:
@@ -248,6 +266,8 @@ class TaskEngine:
             stack.callback(task_group.cancel_scope.cancel)
             stack.push_async_callback(self._stop_runs)
             self._task_group = self._spawn_group = task_group
+            task_group.start_soon(self._retention.run_forever)
+            task_group.start_soon(self._wakeups.run_forever)
             if self.limits.blocking_threshold is not None:
                 task_group.start_soon(Watchdog(self.limits.blocking_threshold).run)
             task_group.start_soon(self._every, self.limits.cancel_grace / 4, self._report_ignored)
@@ -499,9 +519,8 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
-            run.ended.set()
-            if run.keeper is not None:
-                run.keeper.cancel()
+            run.end()
+            self._retention.forget(run)
             left = self._active_by_owner[run.owner] - 1
             if left:
                 self._active_by_owner[run.owner] = left
@@ -598,20 +617,31 @@ class TaskEngine:
             task_group.start_soon(self._execute, tool, args, self._runs[record.task_id], record.owner, None)
         return len(claimed)
 
-    async def _execute(
+    def _execute(
         self,
         tool: TaskTool,
         args: dict[str, Any],
         run: TaskRun,
         owner: str,
         prepared: StartedBody | None,
+    ) -> Coroutine[Any, Any, None]:
+        """The coroutine that runs one body and records its end (inside `EngineObserver.executing`
+        when observed; without an observer, no frame of its own: a working task holds less)."""
+        if self.observer is None or run.record is None:
+            return self._run_and_settle(tool, args, run, owner, prepared)
+        return self._observed(self.observer, run.record, tool, args, run, owner, prepared)
+
+    async def _observed(
+        self,
+        observer: EngineObserver,
+        record: TaskRecord,
+        tool: TaskTool,
+        args: dict[str, Any],
+        run: TaskRun,
+        owner: str,
+        prepared: StartedBody | None,
     ) -> None:
-        observed = (
-            nullcontext()
-            if self.observer is None or run.record is None
-            else self.observer.executing(run.record)
-        )
-        with observed:
+        with observer.executing(record):
             await self._run_and_settle(tool, args, run, owner, prepared)
 
     async def _run_and_settle(
@@ -632,17 +662,15 @@ class TaskEngine:
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
-                run.scope = scope
-                if run.stopped_at is not None or self._closing:
-                    scope.cancel()
-                if tool.timeout_ms is not None:
-                    scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
-                self._keep_while_running(run, tool)
-                declared = run.record.client_capabilities if run.record is not None else None
-                channel = gated(run, declared, tool.name)
+                channel = self._begin(run, tool, scope)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
-                current_body.set((tool.name, run.task_id))
-                end = await settle_body(body, channel, tool.name, pending, self.limits.max_result_bytes)
+                # `settle_body`, without a frame of its own while the body runs
+                end: Outcome | Interrupt
+                try:
+                    value = await body_run(body, channel, pending, (tool.name, run.task_id))
+                    end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
+                except BaseException as exc:
+                    end = outcome_of_error(exc, tool.name)
                 outcome = end if isinstance(end, Outcome) else _HALTED
                 await absorb_stray_cancel()
             if scope.cancel_called:
@@ -657,6 +685,17 @@ class TaskEngine:
             if cancelled_here() or self._spawn_group is None:
                 raise
             self._spawn_group.start_soon(self._settle_shielded, run, outcome)
+
+    def _begin(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> BodyChannel:
+        """Put a run under `scope` (stop, timeout), keep its record, and give its body's channel."""
+        run.scope = scope
+        if run.stopped_at is not None or self._closing:
+            scope.cancel()
+        if tool.timeout_ms is not None:
+            scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
+        self._keep_while_running(run, tool)
+        declared = run.record.client_capabilities if run.record is not None else None
+        return gated(run, declared, tool.name)
 
     async def _open_body(
         self,
@@ -768,10 +807,8 @@ class TaskEngine:
 
     def _keep_while_running(self, run: TaskRun, tool: TaskTool) -> None:
         """Keep the record of a running body from expiring: `ttl` is retention, not a deadline."""
-        if tool.ttl_ms is None or run.expires_at is None or self._task_group is None:
-            return
-        run.keeper = anyio.CancelScope()
-        self._task_group.start_soon(run.keep_record, tool.ttl_ms, run.keeper)
+        if tool.ttl_ms is not None and self._task_group is not None:
+            self._retention.keep(run, tool.ttl_ms)
 
     async def run_inline(
         self,

@@ -20,6 +20,7 @@ from mcptasks._runtime.driver import Outcome, wire_requests
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
+from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import INVALID_PARAMS
@@ -75,6 +76,12 @@ class RunHost(Protocol):
     def hosts(self, run: TaskRun) -> bool:
         """Whether `run` is still the engine's run of its task."""
 
+    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
+        """Set `event` at `when` (`anyio.current_time()` clock)."""
+
+    def forget_wakeup(self, wakeup: Wakeup) -> None:
+        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
+
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
 
@@ -104,19 +111,19 @@ class TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
     __slots__ = (
+        "_ended",
         "attempt",
-        "ended",
         "ending",
         "expires_at",
         "final",
         "flushing",
         "holding",
         "host",
-        "keeper",
         "next_status_at",
         "owner",
         "pending_status",
         "record",
+        "renew_at",
         "saved",
         "scope",
         "stop_outcome",
@@ -147,8 +154,8 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The newest copy of the record this run wrote or read (saves a read before a write)."""
         self.scope: anyio.CancelScope | None = None
-        self.keeper: anyio.CancelScope | None = None
-        """Cancelled when the body ends: stops pushing back the record's expiry."""
+        self.renew_at: float | None = None
+        """When the engine next moves the record's expiry (None: not scheduled)."""
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
         self.stop_outcome: Outcome | None = None
@@ -168,8 +175,26 @@ class TaskRun:
         """Whether the body wrote a checkpoint or asked a question (so it did not end at once)."""
         self.ending = False
         """Whether the body is over and its end is being recorded."""
-        self.ended: anyio.Event = anyio.Event()
+        self._ended: anyio.Event | bool = False
+        """False, True once over, or the event `ended` handed out (created when first asked for)."""
+
+    @property
+    def ended(self) -> anyio.Event:
         """Set once the run is over on this engine (its end recorded, or given up)."""
+        ended = self._ended
+        if isinstance(ended, bool):
+            event = anyio.Event()
+            if ended:
+                event.set()
+            self._ended = ended = event
+        return ended
+
+    def end(self) -> None:
+        """Mark the run over (sets `ended`)."""
+        if isinstance(self._ended, bool):
+            self._ended = True
+        else:
+            self._ended.set()
 
     @property
     def cancelled(self) -> bool:
@@ -303,25 +328,14 @@ class TaskRun:
         finally:
             self.flushing = False
 
-    async def keep_record(self, ttl_ms: int, keeper: anyio.CancelScope) -> None:
-        """Shortly before the record would expire, move its expiry to one `ttl` from now.
+    async def renew(self, ttl_ms: int) -> float | None:
+        """Move the record's expiry to one `ttl_ms` from now (when later); return the new expiry.
 
-        Repeats until the body ends (`keeper` is cancelled then); `_finish` keeps a record that
-        ended after its first expiry for one more `ttl` after its end.
+        None when the task ended or is no longer this run's. `_finish` keeps a record that ended
+        after its first expiry for one more `ttl` after its end.
         """
-        ttl = ttl_ms / 1000
-        margin = min(ttl / 2, 30.0)
-        expires_at = self.expires_at
-        with keeper:
-            while expires_at is not None:
-                await anyio.sleep(max(0.0, expires_at - margin - time.time()))
-                try:
-                    written = await self._write(lambda record: retained(record, ttl_ms))
-                except Exception:
-                    logger.warning("could not extend the ttl of running task %s", self.task_id, exc_info=True)
-                    await anyio.sleep(margin / 2)
-                    continue
-                expires_at = None if written is None else written.expires_at
+        written = await self._write(lambda record: retained(record, ttl_ms))
+        return None if written is None else written.expires_at
 
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""
@@ -412,8 +426,11 @@ class TaskRun:
                     received = {i: responses[key] for i, key in keys.items() if key in responses}
                     if len(received) == len(keys):
                         break
-                    with anyio.move_on_after(self.host.input_poll_interval):
+                    wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
+                    try:
                         await wake.wait()
+                    finally:
+                        self.host.forget_wakeup(wakeup)
                 finally:
                     self.waiters.remove(wake)
         finally:

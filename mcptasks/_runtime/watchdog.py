@@ -33,33 +33,58 @@ _holding: dict[int, tuple[Label, float]] = {}
 
 
 class watched(Generic[T]):
-    """Await `awaitable`, marking the current body as holding the loop while it runs."""
+    """Await `awaitable`, marking a body (`label`, default `current_body`) as holding the loop
+    while it runs."""
 
-    __slots__ = ("_awaitable",)
+    __slots__ = ("_awaitable", "_label")
 
-    def __init__(self, awaitable: Awaitable[T]) -> None:
+    def __init__(self, awaitable: Awaitable[T], label: Label | None = None) -> None:
         self._awaitable = awaitable
+        self._label = label
 
     def __await__(self) -> Generator[Any, Any, T]:
-        label = current_body.get()
+        label = self._label or current_body.get()
         iterator = self._awaitable.__await__()
         if label is None:
-            return (yield from iterator)
+            return iterator
+        return _Stepping(iterator, label)
+
+
+class _Stepping(Generator[Any, Any, T]):
+    """Steps `iterator` (an awaitable's), marking `label` as holding the loop during each step.
+
+    An object rather than a generator: a body suspended in it holds two slots, not a frame.
+    """
+
+    __slots__ = ("_iterator", "_label")
+
+    def __init__(self, iterator: Generator[Any, Any, T], label: Label) -> None:
+        self._iterator = iterator
+        self._label = label
+
+    def send(self, value: Any) -> Any:
+        """One step: resume the awaitable with `value` (its result raises `StopIteration`)."""
         thread = threading.get_ident()
-        send: Any = None
-        error: BaseException | None = None
-        while True:
-            _holding[thread] = (label, time.monotonic())
-            try:
-                suspended = iterator.send(send) if error is None else iterator.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            finally:
-                _holding.pop(thread, None)
-            try:
-                send, error = (yield suspended), None
-            except BaseException as exc:  # delivered to the awaitable, as a plain await would
-                send, error = None, exc
+        _holding[thread] = (self._label, time.monotonic())
+        try:
+            return self._iterator.send(value)
+        finally:
+            _holding.pop(thread, None)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any:
+        """One step: deliver an exception to the awaitable, as a plain await would."""
+        thread = threading.get_ident()
+        _holding[thread] = (self._label, time.monotonic())
+        try:
+            if val is None and tb is None:
+                return self._iterator.throw(typ)
+            return self._iterator.throw(typ, val, tb)  # pragma: no cover - the legacy form
+        finally:
+            _holding.pop(thread, None)
+
+    def close(self) -> None:
+        """Close the awaitable (its awaiter was closed)."""
+        self._iterator.close()
 
 
 class Watchdog:

@@ -16,6 +16,7 @@ from helpers import Client, RecordingStore, accept, serve
 from mcptasks import (
     ANONYMOUS_OWNER,
     CancelRequested,
+    Delegate,
     Elicit,
     EngineConfig,
     Limits,
@@ -203,6 +204,34 @@ async def test_the_watchdog_names_an_async_body_that_blocks_the_loop(
     warnings = [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
     assert warnings and "'blocker'" in warnings[0] and task_id in warnings[0], caplog.text
     assert "def' body" in warnings[0]
+
+
+async def test_the_watchdog_names_a_coroutine_body_and_a_delegated_helper_that_block_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @task_tool
+    async def blocking_coroutine() -> str:
+        time.sleep(0.6)  # noqa: ASYNC251 - the point of this body
+        return "done"
+
+    async def helper():
+        yield "helping"
+        time.sleep(0.6)  # noqa: ASYNC251 - the point of this helper
+        yield Result("helped")
+
+    @task_tool
+    async def delegating():
+        value = yield Delegate(helper())
+        yield Result(value)
+
+    caplog.set_level(logging.WARNING, logger="mcptasks")
+    async with serve(blocking_coroutine, delegating, limits=Limits(blocking_threshold=0.1)) as (_, protocol):
+        client = Client(protocol)
+        for tool in ("blocking_coroutine", "delegating"):
+            task_id = await client.start(tool)
+            await client.finish(task_id)
+            warnings = [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
+            assert any(f"'{tool}'" in w and task_id in w for w in warnings), caplog.text
 
 
 async def test_shutdown_reports_bodies_ignoring_cancellation(caplog: pytest.LogCaptureFixture) -> None:
