@@ -22,7 +22,7 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
@@ -414,6 +414,20 @@ class TimedStore:
             "replace", self.inner.replace(record, expected_version=expected_version)
         )
         return result
+
+    @property
+    def replace_and_publish(self) -> Callable[..., Awaitable[bool]]:
+        """The inner store's `replace_and_publish`, timed as a `replace` (AttributeError when the
+        inner store has none, so the engine falls back to `replace` and `publish`)."""
+        combined = getattr(self.inner, "replace_and_publish")  # noqa: B009 (not in the protocol)
+
+        async def timed(record: TaskRecord, *, expected_version: int, message: str) -> bool:
+            result: bool = await self._timed(
+                "replace", combined(record, expected_version=expected_version, message=message)
+            )
+            return result
+
+        return timed
 
     async def list_active(self) -> list[TaskRecord]:
         result: list[TaskRecord] = await self._timed("list_active", self.inner.list_active())

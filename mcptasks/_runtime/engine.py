@@ -840,6 +840,8 @@ class TaskEngine:
         Returns the stored record after the change (the unchanged one when `change` returns
         None), or None when the task is gone or already terminal.
         """
+        # A store that can announce the change in the write itself saves the feed a round trip.
+        combined = getattr(self.store, "replace_and_publish", None) if self.config.push else None
         record = known
         while True:
             if record is None:
@@ -849,10 +851,16 @@ class TaskEngine:
             updated = change(record)
             if updated is None:
                 return record
-            if await self.store.replace(updated, expected_version=record.version):
+            if combined is not None:
+                written = await combined(
+                    updated, expected_version=record.version, message=CHANGED_PREFIX + task_id
+                )
+            else:
+                written = await self.store.replace(updated, expected_version=record.version)
+            if written:
                 if self.observer is not None:
                     self.observer.changed(record, updated)
-                if self.config.push:
+                if self.config.push and combined is None:
                     await self._announce(task_id)
                 return updated
             record = None

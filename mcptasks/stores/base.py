@@ -187,8 +187,10 @@ class TaskStore(Protocol):
 
     Optional members the engine uses when present: `outage_errors`, a tuple of the exception
     types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
-    out; and `twin()`, a new unopened store over the same data (or None), opened by the engine's
-    heartbeat thread on its own event loop.
+    out; `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    heartbeat thread on its own event loop; and `replace_and_publish(record, *, expected_version,
+    message)`, which is `replace` followed, when it succeeded, by `publish(message)`, done as one
+    write (one round trip): the announcement goes out exactly when the write is applied.
     """
 
     durable: bool
