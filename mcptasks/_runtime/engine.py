@@ -561,6 +561,12 @@ class TaskEngine:
             if task_id in self._unstored and self._task_group is not None:  # the caller went away
                 self._task_group.start_soon(self._guarded, lambda: self._store_deferred(task_id, None))
             raise
+        except BaseException:
+            # The call fails as a failed create would have: nobody learns of the task, so its
+            # body stops and no later write stores it.
+            if self._unstored.pop(task_id, None) is not None and task_id in self._runs:
+                self._runs[task_id].stop()
+            raise
         return final
 
     async def _settled(self, task_id: str) -> Outcome | None:
