@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from mcptasks import __version__
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord, TaskStore, combined_replace
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"]
@@ -416,10 +416,12 @@ class TimedStore:
         return result
 
     @property
-    def replace_and_publish(self) -> Callable[..., Awaitable[bool]]:
-        """The inner store's `replace_and_publish`, timed as a `replace` (AttributeError when the
-        inner store has none, so the engine falls back to `replace` and `publish`)."""
-        combined = getattr(self.inner, "replace_and_publish")  # noqa: B009 (not in the protocol)
+    def replace_and_publish(self) -> Callable[..., Awaitable[bool]] | None:
+        """The inner store's `replace_and_publish` timed as a `replace`; None when the inner store
+        may not combine them (see `combined_replace`), so the engine calls `replace` and `publish`."""
+        combined = combined_replace(self.inner)
+        if combined is None:
+            return None
 
         async def timed(record: TaskRecord, *, expected_version: int, message: str) -> bool:
             result: bool = await self._timed(

@@ -48,7 +48,7 @@ from mcptasks._runtime.run import TaskRun, retained
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.watchdog import Watchdog, current_body
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore
+from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore, combined_replace
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -938,7 +938,7 @@ class TaskEngine:
     async def _replace(self, record: TaskRecord, updated: TaskRecord) -> bool:
         """Compare-and-set `record` to `updated`, announced on the change feed when push is on."""
         # A store that can announce the change in the write itself saves the feed a round trip.
-        combined = getattr(self.store, "replace_and_publish", None) if self.config.push else None
+        combined = combined_replace(self.store) if self.config.push else None
         if combined is not None:
             message = CHANGED_PREFIX + record.task_id
             written = bool(await combined(updated, expected_version=record.version, message=message))
