@@ -151,11 +151,11 @@ class TaskEngine:
         self.config = config if config is not None else EngineConfig()
         self.instance_id = self.config.instance_id or new_instance_id()
         self._unsettled: dict[str, Unsettled] = {}
+        """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self._unstored: dict[str, TaskRecord] = {}
         """Records of runs started with `defer=True` and not written yet (the first write stores them)."""
         self._storing: dict[str, anyio.Event] = {}
         """Set when the first write of a deferred record is over (stored, or failed and put back)."""
-        """Ends of tasks that could not be recorded because the store stayed unreachable."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -603,9 +603,9 @@ class TaskEngine:
             if storing is None:
                 return None
             await storing.wait()  # and look again: a failed first write puts the record back
-        first = (change(record) if change is not None else None) or record
         done = self._storing[task_id] = anyio.Event()
         try:
+            first = (change(record) if change is not None else None) or record
             await self.store.create(first)
         except TaskExists:  # an earlier attempt was applied, its answer lost: it is stored
             return None
