@@ -22,7 +22,7 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from mcptasks import __version__
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord, TaskStore, combined_replace
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"]
@@ -414,6 +414,22 @@ class TimedStore:
             "replace", self.inner.replace(record, expected_version=expected_version)
         )
         return result
+
+    @property
+    def replace_and_publish(self) -> Callable[..., Awaitable[bool]] | None:
+        """The inner store's `replace_and_publish` timed as a `replace`; None when the inner store
+        may not combine them (see `combined_replace`), so the engine calls `replace` and `publish`."""
+        combined = combined_replace(self.inner)
+        if combined is None:
+            return None
+
+        async def timed(record: TaskRecord, *, expected_version: int, message: str) -> bool:
+            result: bool = await self._timed(
+                "replace", combined(record, expected_version=expected_version, message=message)
+            )
+            return result
+
+        return timed
 
     async def list_active(self) -> list[TaskRecord]:
         result: list[TaskRecord] = await self._timed("list_active", self.inner.list_active())

@@ -77,9 +77,11 @@ async def ask(ctx: TaskContext, question: str = "Proceed?"):
 async def idempotent_job(ctx: TaskContext, seconds: float, retry_seconds: float | None = None):
     """Sleep `seconds` (`retry_seconds` on later attempts) in steps; re-run when its process dies."""
     pid = os.getpid()
-    # The context does not expose the attempt number: read it from the shared store.
+    # The context does not expose the attempt number: read it from the shared store. A first
+    # attempt may find no record yet (an immediate-result candidate is stored by its first write,
+    # its end, or after its first scheduler turns); a re-run's record was claimed from the store.
     record = await app.extension.engine.store.get(ctx.task_id or "")
-    attempt = record.attempt if record is not None else 0
+    attempt = record.attempt if record is not None else 1
     _mark(f"{ctx.task_id}.run.{attempt}.{pid}")
     if attempt > 1 and retry_seconds is not None:
         seconds = retry_seconds

@@ -53,7 +53,7 @@ from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
+from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore, combined_replace
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -158,6 +158,10 @@ class TaskEngine:
         self.instance_id = self.config.instance_id or new_instance_id()
         self._unsettled: dict[str, Unsettled] = {}
         """Ends of tasks that could not be recorded because the store stayed unreachable."""
+        self._unstored: dict[str, TaskRecord] = {}
+        """Records of runs started with `defer=True` and not written yet (the first write stores them)."""
+        self._storing: dict[str, anyio.Event] = {}
+        """Set when the first write of a deferred record is over (stored, or failed and put back)."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -390,8 +394,8 @@ class TaskEngine:
     async def _stop_stale(self, running: Mapping[str, TaskRun], active: Mapping[str, TaskRecord]) -> None:
         """Stop the runs whose record ended, vanished or was taken over (a missed notification)."""
         for task_id, run in running.items():
-            if self._runs.get(task_id) is not run:
-                continue
+            if self._runs.get(task_id) is not run or task_id in self._unstored or task_id in self._storing:
+                continue  # not ours any more, or not written yet (started with `defer`)
             current = active.get(task_id)
             if current is None:  # ended, or created after the snapshot: look again
                 current = await self.store.get(task_id)
@@ -441,10 +445,14 @@ class TaskEngine:
         prepared: StartedBody | None = None,
         idempotency_key: str | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
+        defer: bool = False,
     ) -> TaskRecord:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
 
-        The record is in the store before this returns. Invalid arguments raise
+        The record is in the store before this returns, except with `defer`: then a body run here
+        (without `prepared` or `idempotency_key`) starts first, the caller must call `settled`
+        next, and the record is written by the body's first write or by `settled`, whichever
+        comes first; a body that ends at once is so stored once, already ended. Invalid arguments raise
         `InvalidArguments` and create nothing. `prepared` hands over a body already started by
         synchronous input rounds (its context and the yield it stopped at). With an
         `idempotency_key` that `owner` already used for a live task, that task is returned and
@@ -474,23 +482,15 @@ class TaskEngine:
             run = self._add_run(TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name))
         if self.observer is not None:
             self.observer.creating(record)
+        if defer and run is not None and prepared is None and idempotency_key is None:
+            return self._start_deferred(tool, args, run, record)
         try:
             stored = await self.store.create(record)
         except BaseException:
             self._drop_run(record.task_id)
             raise
         if stored.task_id != record.task_id:
-            self._drop_run(record.task_id)
-            if prepared is not None:
-                await _close_body(prepared.body)
-            if stored.tool != record.tool or stored.arguments != record.arguments:
-                raise ProtocolError(
-                    INVALID_PARAMS,
-                    "This idempotency key was already used for a different call (another tool or "
-                    "other arguments); use a new key for a new call.",
-                    {"taskId": stored.task_id} if stored.tool == record.tool else None,
-                )
-            return stored
+            return await self._key_held(stored, record, prepared)
         log_task("created", record)
         if self.observer is not None:
             self.observer.created(record)
@@ -499,6 +499,31 @@ class TaskEngine:
         else:
             run.record = record
             task_group.start_soon(self._execute, tool, args, run, owner, prepared)
+        return record
+
+    async def _key_held(
+        self, stored: TaskRecord, record: TaskRecord, prepared: StartedBody | None
+    ) -> TaskRecord:
+        """`start` found the idempotency key held by `stored`: drop the new run, return `stored`."""
+        self._drop_run(record.task_id)
+        if prepared is not None:
+            await _close_body(prepared.body)
+        if stored.tool != record.tool or stored.arguments != record.arguments:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                "This idempotency key was already used for a different call (another tool or "
+                "other arguments); use a new key for a new call.",
+                {"taskId": stored.task_id} if stored.tool == record.tool else None,
+            )
+        return stored
+
+    def _start_deferred(
+        self, tool: TaskTool, args: dict[str, Any], run: TaskRun, record: TaskRecord
+    ) -> TaskRecord:
+        """`start` with `defer`: the body runs before its record is written (see `_store_deferred`)."""
+        assert self._task_group is not None
+        self._unstored[record.task_id] = run.record = record
+        self._task_group.start_soon(self._execute, tool, args, run, record.owner, None)
         return record
 
     def _check_room(self, owner: str) -> None:
@@ -546,7 +571,26 @@ class TaskEngine:
         body alone and a tool gets the same answer on every store: once such a body ended, this
         waits for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the
         store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
+        After a `start` with `defer`, a None answer means the record is in the store by now (this
+        writes it if nothing else did); if that write fails, the body is stopped and this raises.
         """
+        try:
+            final = await self._settled(task_id)
+            if final is None:  # answered with the task: its record must be in the store first
+                await self._store_deferred(task_id, None)
+        except anyio.get_cancelled_exc_class():
+            if task_id in self._unstored and self._task_group is not None:  # the caller went away
+                self._task_group.start_soon(self._guarded, lambda: self._store_deferred(task_id, None))
+            raise
+        except BaseException:
+            # The call fails as a failed create would have: nobody learns of the task, so its
+            # body stops and no later write stores it.
+            if self._unstored.pop(task_id, None) is not None and task_id in self._runs:
+                self._runs[task_id].stop()
+            raise
+        return final
+
+    async def _settled(self, task_id: str) -> Outcome | None:
         run = self._runs.get(task_id)
         if run is None:
             return None
@@ -563,6 +607,41 @@ class TaskEngine:
         with anyio.move_on_after(IMMEDIATE_WRITE_WAIT):
             await run.ended.wait()
         return run.final
+
+    async def _store_deferred(
+        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None] | None
+    ) -> TaskRecord | None:
+        """The first write of a record started with `defer`: create it with `change` applied.
+
+        Returns the stored record, or None when the record was stored already (by another write,
+        waited for here) or is not deferred: the caller then writes the usual way.
+        """
+        while True:
+            record = self._unstored.pop(task_id, None)
+            if record is not None:
+                break
+            storing = self._storing.get(task_id)
+            if storing is None:
+                return None
+            await storing.wait()  # and look again: a failed first write puts the record back
+        done = self._storing[task_id] = anyio.Event()
+        try:
+            first = (change(record) if change is not None else None) or record
+            await self.store.create(first)
+        except TaskExists:  # an earlier attempt was applied, its answer lost: it is stored
+            return None
+        except BaseException:
+            self._unstored[task_id] = record  # the next write (or the reaper's) tries again
+            raise
+        finally:
+            del self._storing[task_id]
+            done.set()
+        log_task("created", record)
+        if self.observer is not None:
+            self.observer.created(record)
+            if first is not record:
+                self.observer.changed(record, first)
+        return first
 
     async def _claim_forever(self) -> None:
         while True:
@@ -877,6 +956,11 @@ class TaskEngine:
         Returns the stored record after the change (the unchanged one when `change` returns
         None), or None when the task is gone or already terminal.
         """
+        if task_id in self._unstored or task_id in self._storing:
+            first = await self._store_deferred(task_id, change)
+            if first is not None:
+                return first
+            known = None  # stored by another write meanwhile
         record = known
         while True:
             if record is None:
@@ -886,13 +970,25 @@ class TaskEngine:
             updated = change(record)
             if updated is None:
                 return record
-            if await self.store.replace(updated, expected_version=record.version):
-                if self.observer is not None:
-                    self.observer.changed(record, updated)
-                if self.config.push:
-                    await self._announce(task_id)
+            if await self._replace(record, updated):
                 return updated
             record = None
+
+    async def _replace(self, record: TaskRecord, updated: TaskRecord) -> bool:
+        """Compare-and-set `record` to `updated`, announced on the change feed when push is on."""
+        # A store that can announce the change in the write itself saves the feed a round trip.
+        combined = combined_replace(self.store) if self.config.push else None
+        if combined is not None:
+            message = CHANGED_PREFIX + record.task_id
+            written = bool(await combined(updated, expected_version=record.version, message=message))
+        else:
+            written = await self.store.replace(updated, expected_version=record.version)
+        if written:
+            if self.observer is not None:
+                self.observer.changed(record, updated)
+            if self.config.push and combined is None:
+                await self._announce(record.task_id)
+        return written
 
     async def _announce(self, task_id: str) -> None:
         # Tells listen streams on every instance that the task changed; they re-read it. Losing

@@ -388,9 +388,10 @@ class TasksProtocol:
         return await self._inline(call, declared if tasks_allowed else {})
 
     async def _start(
-        self, call: _Call, prepared: StartedBody | None = None, *, asking: bool = True
+        self, call: _Call, prepared: StartedBody | None = None, *, asking: bool = True, defer: bool = False
     ) -> TaskRecord:
-        """Create the call's task (`asking`: its body may ask what the client declared it answers)."""
+        """Create the call's task (`asking`: its body may ask what the client declared it answers;
+        `defer`: `TaskEngine.start`'s, the caller calls `settled` next)."""
         with reported_as_unavailable(self.engine.outage_errors):
             return await self.engine.start(
                 call.tool,
@@ -400,13 +401,15 @@ class TasksProtocol:
                 prepared=prepared,
                 idempotency_key=idempotency_key(call.meta),
                 client_capabilities=input_capabilities(call.declared) if asking else None,
+                defer=defer,
             )
 
     async def _task(self, call: _Call) -> dict[str, Any]:
         """`Route.TASK`: create the task; answer with its result if the body ended at once."""
-        record = await self._start(call)
+        record = await self._start(call, defer=self.immediate_results)
         if self.immediate_results:
-            early = await self.engine.settled(record.task_id)
+            with reported_as_unavailable(self.engine.outage_errors):  # it may write the record
+                early = await self.engine.settled(record.task_id)
             if early is not None and early.result is not None:
                 return complete(early.result)
         return create_task_result(record, self.engine.poll_interval_ms(record))

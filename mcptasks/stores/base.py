@@ -155,6 +155,26 @@ def _compile_copier() -> Any:
 _copy_record = _compile_copier()
 
 
+def combined_replace(store: object) -> Any:
+    """`store.replace_and_publish` (see `TaskStore`), or None when the store has none or may not
+    use it: the class that defines it must also define `replace`, so a subclass or a wrapper that
+    changes `replace` alone (or forwards unknown attributes with `__getattr__`) keeps its `replace`
+    followed by `publish`."""
+    cls = type(store)
+    allowed = _COMBINED.get(cls)
+    if allowed is None:
+        definer = _definer(cls, "replace_and_publish")
+        allowed = _COMBINED[cls] = definer is not None and definer is _definer(cls, "replace")
+    return getattr(store, "replace_and_publish", None) if allowed else None
+
+
+_COMBINED: dict[type, bool] = {}
+
+
+def _definer(cls: type, name: str) -> type | None:
+    return next((c for c in cls.__mro__ if name in vars(c)), None)
+
+
 CHANGED_PREFIX = "~"
 """Prefix of the ids the engine publishes after every write of a record: listen streams re-read
 the task and push it; runners ignore them. Task ids never contain it."""
@@ -187,8 +207,11 @@ class TaskStore(Protocol):
 
     Optional members the engine uses when present: `outage_errors`, a tuple of the exception
     types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
-    out; and `twin()`, a new unopened store over the same data (or None), opened by the engine's
-    heartbeat thread on its own event loop.
+    out; `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    heartbeat thread on its own event loop; and `replace_and_publish(record, *, expected_version,
+    message)`, which is `replace` followed, when it succeeded, by `publish(message)`, done as one
+    write (one round trip): the announcement goes out exactly when the write is applied. It is
+    used only when the class defining it also defines `replace` (`combined_replace`).
     """
 
     durable: bool

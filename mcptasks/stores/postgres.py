@@ -21,9 +21,11 @@ Consistency: `replace` is one conditional `UPDATE` (version and non-terminal sta
 the server); `claim` picks rows with `FOR UPDATE SKIP LOCKED`, so concurrent claimers in any number
 of processes never get the same record; `create` with an idempotency key is one
 `INSERT ... ON CONFLICT` that takes over an expired holder's key and yields to a live one.
-Every write is committed when its coroutine returns.
+Every write is committed when its coroutine returns, and is one round trip: a pool connection
+carries no session state of the store's, so it goes back to the pool without asyncpg's reset query.
 
-Wake-ups: `publish` is `pg_notify('<schema>_changes', task_id)`; each store keeps one dedicated
+Wake-ups: `publish` is `pg_notify('<schema>_changes', task_id)` (`replace_and_publish` calls it
+in the `UPDATE`'s own statement, so the notice leaves with that commit); each store keeps one dedicated
 `LISTEN` connection (outside the pool) while it has subscribers, and fans notifications out to
 them. If that connection is lost, the store reconnects in the background and then announces
 every active task id once, since notifications sent meanwhile are gone (extra wake-ups are
@@ -250,6 +252,14 @@ def _row_count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+async def _keep_session(conn: object) -> None:
+    """What a pool connection needs before its next use: nothing more than asyncpg's own rollback
+    of a transaction left open. The store leaves no session state on pool connections (no `SET`,
+    cursors, `LISTEN` or session advisory locks: LISTEN has a connection of its own, migrations
+    take a transaction-scoped lock), so asyncpg's default reset query would be a round trip per
+    operation spent undoing nothing."""
+
+
 def _split_url(url: str) -> tuple[str, str | None, str]:
     """`(url for asyncpg, schema from ?schema=, url safe to print)`."""
     if not isinstance(url, str):
@@ -374,6 +384,14 @@ class PostgresTaskStore:
                 + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
                 f"AND {NOT_TERMINAL}"
             ),
+            # the replace, and its announcement sent with its commit: one row when it applied
+            "replace_and_publish": (
+                f"WITH changed AS (UPDATE {tasks} SET "
+                + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
+                + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
+                f"AND {NOT_TERMINAL} RETURNING task_id) "
+                f"SELECT pg_notify(${len(write_columns) + 2}, ${len(write_columns) + 3}) FROM changed"
+            ),
             "list_active": (
                 f"SELECT {_RETURNED} FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
                 "ORDER BY created_at, task_id"
@@ -429,6 +447,7 @@ class PostgresTaskStore:
                         max_size=self._max_size,
                         timeout=self._connect_timeout,
                         server_settings=self._server_settings,
+                        reset=_keep_session,
                     ),
                 )
                 conn = await pool.acquire()
@@ -550,6 +569,19 @@ class PostgresTaskStore:
         values[_COLUMNS.index("version")] = expected_version + 1
         status = await self._pool().execute(self._sql["replace"], *values, expected_version)
         if _row_count(status) != 1:
+            return False
+        record.version = expected_version + 1
+        return True
+
+    async def replace_and_publish(self, record: TaskRecord, *, expected_version: int, message: str) -> bool:
+        """`replace`, and when it applied, `publish(message)` in the same statement (one round
+        trip): the notification is sent when the write commits, and only then."""
+        values = _row_values(record)
+        values[_COLUMNS.index("version")] = expected_version + 1
+        row = await self._pool().fetchrow(
+            self._sql["replace_and_publish"], *values, expected_version, self._channel, message
+        )
+        if row is None:
             return False
         record.version = expected_version + 1
         return True

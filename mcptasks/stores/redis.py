@@ -27,7 +27,8 @@ Key layout (`P` is the `prefix`, default `mcptasks`):
 - `P:runners` -- sorted set of engine instance ids, score: heartbeat expiry (epoch seconds).
 - `P:claim:{call id}` -- list of the ids one `claim` call took, kept `CLAIM_LOG_TTL_MS` so a
   retried call returns the same records instead of taking more.
-- Pub/sub channel `P:changes` -- `publish`/`subscribe`.
+- Pub/sub channel `P:changes` -- `publish`/`subscribe` (and `replace_and_publish`, whose script
+  publishes right after its write).
 
 Every write that must be atomic (`create` with its idempotency check, the compare-and-set
 `replace`, `claim`, `delete_expired`) is one Lua script. Some scripts derive task keys from ids
@@ -126,7 +127,7 @@ _RESUBSCRIBE_BACKOFF = (0.1, 5.0)
 # create/replace ARGV: 1 task_id, 2 call id, 3 now, 4 body, 5 version (as stored after the write),
 # 6 status, 7 "1" if active, 8 "1" if runner is set, 9 runner, 10 created_at, 11 expires_at or "",
 # 12 key expiry (epoch ms) or "", 13 idempotency key name or "", 14 task key prefix;
-# replace adds 15 expected version.
+# replace adds 15 expected version, and replace_and_publish 16 channel, 17 message.
 # create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 idempotency key (when ARGV[13]).
 # Numbers travel as the strings Python formatted (repr of floats) and are never turned back into
 # strings by Lua, whose number formatting would lose precision.
@@ -255,6 +256,9 @@ if cur[4] and cur[4] ~= ARGV[13] and redis.call('GET', cur[4]) == id then
 end
 if ARGV[13] ~= '' and not live_holder(id, tonumber(ARGV[3])) then
   take_idem(id)
+end
+if ARGV[16] then
+  redis.call('PUBLISH', ARGV[16], ARGV[17])  -- replace_and_publish: the announcement, same call
 end
 return 1
 """
@@ -667,10 +671,19 @@ class RedisTaskStore:
         """Compare-and-set on `version`; a stored terminal record is never changed."""
         return await self._replace(record, expected_version, _call_id())
 
-    async def _replace(self, record: TaskRecord, expected_version: int, call_id: str) -> bool:
+    async def replace_and_publish(self, record: TaskRecord, *, expected_version: int, message: str) -> bool:
+        """`replace`, and when it applied, `publish(message)` from the same script (one round
+        trip): subscribers hear of the write exactly when it was made."""
+        return await self._replace(record, expected_version, _call_id(), message)
+
+    async def _replace(
+        self, record: TaskRecord, expected_version: int, call_id: str, message: str | None = None
+    ) -> bool:
         self._require_open()
         keys, args = self._write_args(record, call_id, expected_version + 1)
         args.append(str(expected_version))
+        if message is not None:
+            args += [self._channel, message]
         if not int(await self._script(self._replace_script)(keys=keys, args=args)):
             return False
         record.version = expected_version + 1

@@ -11,11 +11,15 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import opted_in_meta, serve, wait_for
+from helpers import opted_in_meta, serve, wait_for, wait_idle
 from operator_stores import store_url
 
-from mcptasks import Elicit, Result, Status, task_tool
+from mcptasks import Elicit, ProtocolError, Result, Status, TaskContext, task_tool
+from mcptasks.stores import MemoryTaskStore
+from mcptasks.stores.admin import TaskQuery
+from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
+from mcptasks.wire import IDEMPOTENCY_META
 
 __all__ = ["store_url"]
 
@@ -88,6 +92,106 @@ async def held_status_is_written(url: str) -> None:
         assert seen["status"] == "working"
 
 
+class CountedWrites:
+    """A store that counts the writes made through it; every other call goes straight through."""
+
+    WRITES = ("create", "replace", "replace_and_publish")
+
+    def __init__(self, inner: TaskStore) -> None:
+        self.inner = inner
+        self.durable = inner.durable
+        self.writes: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name not in self.WRITES:
+            return value
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.writes.append(name)
+            return await value(*args, **kwargs)
+
+        return counted
+
+
+runs: list[str] = []
+
+
+@task_tool(task_support="optional")
+async def counts_runs(ctx: TaskContext, n: int) -> int:
+    """Notes each run of its body, then ends at once."""
+    runs.append(ctx.task_id or "")
+    return n
+
+
+@task_tool(task_support="optional")
+async def saves_first(ctx: TaskContext, n: int) -> int:
+    """Writes a checkpoint before its result."""
+    await ctx.checkpoint({"step": 1})
+    return n
+
+
+async def one_write_for_an_immediate_result(url: str) -> None:
+    """A body that ends at once is stored once, already completed, before the call is answered."""
+    store = CountedWrites(store_from_url(url))
+    async with serve(instant, store=store, immediate_results=True) as (_, protocol):  # type: ignore[arg-type]
+        answer = await protocol.call_tool("instant", {"n": 21}, meta=opted_in_meta())
+        assert answer["resultType"] == "complete"
+        assert answer["structuredContent"] == {"result": 42}
+        assert store.writes == ["create"]
+        (record,) = (await store.inner.list_tasks(TaskQuery(tools=frozenset({"instant"})))).records
+        assert record.status == "completed"
+        assert record.result is not None and record.result["structuredContent"] == {"result": 42}
+
+
+async def stored_before_the_task_is_answered(url: str) -> None:
+    """Whatever the body does in its first turns, a task answer names a record already stored."""
+    store = store_from_url(url)
+    async with serve(asks_first, sleeps_first, saves_first, store=store, immediate_results=True) as (
+        _,
+        protocol,
+    ):
+        for name, status in (("asks_first", "input_required"), ("sleeps_first", "working")):
+            created = await protocol.call_tool(name, {"n": 3}, meta=opted_in_meta())
+            assert created["resultType"] == "task"
+            record = await store.get(created["taskId"])
+            assert record is not None and record.status == status
+        # a checkpoint in the first turns is written with the record (it makes the answer a task)
+        created = await protocol.call_tool("saves_first", {"n": 5}, meta=opted_in_meta())
+        assert created["resultType"] == "task"
+        record = await store.get(created["taskId"])
+        assert record is not None and record.checkpoint == {"step": 1}
+
+
+async def an_idempotent_call_runs_once(url: str) -> None:
+    """An idempotency key still creates the record first: the same key again does not re-run."""
+    runs.clear()
+    meta = {**opted_in_meta(), IDEMPOTENCY_META: "same-call"}
+    async with serve(counts_runs, store=store_from_url(url), immediate_results=True) as (_, protocol):
+        first = await protocol.call_tool("counts_runs", {"n": 1}, meta=meta)
+        again = await protocol.call_tool("counts_runs", {"n": 1}, meta=meta)
+    assert first["resultType"] == "complete"
+    assert again["resultType"] == "task" and again["taskId"] == runs[0]
+    assert len(runs) == 1
+
+
+class RefusingStore(MemoryTaskStore):
+    """A memory store that is unreachable for creates."""
+
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        raise OSError("the store is unreachable")
+
+
+async def test_a_failed_first_write_fails_the_call_and_stops_the_body() -> None:
+    # As when a create fails before the body starts: the call fails and nothing runs on.
+    store = RefusingStore()
+    async with serve(sleeps_first, store=store, immediate_results=True) as (engine, protocol):
+        with pytest.raises(ProtocolError):
+            await protocol.call_tool("sleeps_first", {"n": 1}, meta=opted_in_meta())
+        await wait_idle(engine)
+        assert await store.list_active() == []
+
+
 EXPECTED = {"instant": "complete", "reports_first": "complete", "asks_first": "task", "sleeps_first": "task"}
 
 
@@ -97,6 +201,18 @@ async def test_immediate_results_on_memory() -> None:
 
 async def test_a_held_status_is_written_on_memory() -> None:
     await held_status_is_written("memory://")
+
+
+async def test_one_write_for_an_immediate_result_on_memory() -> None:
+    await one_write_for_an_immediate_result("memory://")
+
+
+async def test_stored_before_the_task_is_answered_on_memory() -> None:
+    await stored_before_the_task_is_answered("memory://")
+
+
+async def test_an_idempotent_call_runs_once_on_memory() -> None:
+    await an_idempotent_call_runs_once("memory://")
 
 
 class TestSharedStores:
@@ -109,3 +225,12 @@ class TestSharedStores:
 
     async def test_a_held_status_is_written_on_shared_stores(self, store_url: str) -> None:
         await held_status_is_written(store_url)
+
+    async def test_one_write_for_an_immediate_result_on_shared_stores(self, store_url: str) -> None:
+        await one_write_for_an_immediate_result(store_url)
+
+    async def test_stored_before_the_task_is_answered_on_shared_stores(self, store_url: str) -> None:
+        await stored_before_the_task_is_answered(store_url)
+
+    async def test_an_idempotent_call_runs_once_on_shared_stores(self, store_url: str) -> None:
+        await an_idempotent_call_runs_once(store_url)
