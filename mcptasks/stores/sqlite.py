@@ -6,13 +6,20 @@ few transactions (never corrupts the file). Wake-ups (`publish`/`subscribe`) are
 several processes may share one file for the records, but a `publish` in one of them does not
 reach a `subscribe` in another.
 
-Concurrency: SQLite is never called on the event loop. Operations are queued; whichever caller
-finds no batch running becomes the *leader*, takes everything queued (up to `MAX_BATCH`), runs it
-in a worker thread as one transaction and wakes the callers when it has committed. Meanwhile new
+Concurrency: a point operation (`create`, `get`, `replace`, `heartbeat`, `live_runners`) that
+finds the store idle runs at once on the event loop, as its own transaction, after yielding to
+the loop once: a single-row statement and a commit that does not sync (WAL, `synchronous=NORMAL`)
+take microseconds, where a hand-off to a worker thread and back costs a hundred or more. It never
+waits there: it runs with no busy timeout, and if another connection (another process, or this
+process's heartbeat thread) holds the lock it goes the queued way instead, and so does every
+other operation. Queued operations: whichever caller finds no batch running becomes the *leader*,
+takes everything queued (up to `MAX_BATCH`), runs it in a worker thread as one transaction (waiting
+up to `BUSY_TIMEOUT_MS` for a lock) and wakes the callers when it has committed. Meanwhile new
 operations queue up for the next batch, so many concurrent writers share one commit (group
-commit). A failing statement only fails its own caller; an error that aborts the transaction
-(disk full, I/O error, lock timeout) fails every caller of that batch, and none of its writes
-happened.
+commit). WAL checkpoints, which write and sync the database file, run in the worker thread after
+every `CHECKPOINT_EVERY` commits, never inside a commit on the event loop. A failing statement only
+fails its own caller; an error that aborts the transaction (disk full, I/O error, lock timeout)
+fails every caller of that batch, and none of its writes happened.
 """
 
 from __future__ import annotations
@@ -53,7 +60,13 @@ MAX_BATCH = 512
 """Most operations one transaction carries."""
 
 BUSY_TIMEOUT_MS = 5000
-"""How long a writer waits for another process's lock before failing."""
+"""How long a queued operation waits for another connection's lock before failing."""
+
+CHECKPOINT_EVERY = 300
+"""Commits between two WAL checkpoints (run in the worker thread; SQLite's own automatic
+checkpoint, every 1,000 WAL pages, is off because it would run inside a commit)."""
+
+_LOCKED_CODES = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the tasks table. `body` holds the remaining record fields as compact JSON.
@@ -158,12 +171,16 @@ def _record(row: Sequence[Any]) -> TaskRecord:
 class _Op(Generic[T]):
     """One queued call: `fn` runs in the worker thread inside the batch's transaction."""
 
-    __slots__ = ("closes", "done", "error", "finished", "fn", "promoted", "result", "taken", "write")
+    __slots__ = ("closes", "done", "error", "finished", "fn", "point", "promoted", "result", "taken", "write")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], *, write: bool, closes: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[sqlite3.Connection], T], *, write: bool, closes: bool = False, point: bool = False
+    ) -> None:
         self.fn = fn
         self.write = write
         self.closes = closes
+        self.point = point
+        """A single-row operation that may run on the event loop when the store is idle."""
         self.done = anyio.Event()
         self.taken = False
         """Part of a batch that is running or ran."""
@@ -179,8 +196,40 @@ class _Op(Generic[T]):
         return cast(T, self.result)
 
 
+def _locked(error: BaseException | None) -> bool:
+    """Whether `error` is SQLite's "database is locked" (another connection holds the lock)."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    return code in _LOCKED_CODES if code is not None else "locked" in str(error)
+
+
+def _run_here(conn: sqlite3.Connection, op: _Op[Any]) -> bool:
+    """Run `op` alone on this thread (the event loop) without waiting for a lock; False when the
+    database is locked (nothing happened: the caller queues `op` instead)."""
+    _run_batch(conn, [op])
+    if _locked(op.error):
+        op.error = op.result = None
+        return False
+    return True
+
+
+def _run_waiting(conn: sqlite3.Connection, batch: Sequence[_Op[Any]], checkpoint: bool) -> None:
+    """Run `batch` in a worker thread, waiting up to `BUSY_TIMEOUT_MS` for a lock; then, with
+    `checkpoint`, move the WAL into the database file."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    try:
+        _run_batch(conn, batch)
+        if checkpoint and not any(op.closes for op in batch):
+            with suppress(sqlite3.Error):  # a busy checkpoint is retried after the next batch
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    finally:
+        if not any(op.closes for op in batch):
+            conn.execute("PRAGMA busy_timeout = 0")
+
+
 def _run_batch(conn: sqlite3.Connection, batch: Sequence[_Op[Any]]) -> None:
-    """Run `batch` as one transaction (in a worker thread); fill in every op's outcome."""
+    """Run `batch` as one transaction; fill in every op's outcome."""
     try:
         conn.execute("BEGIN IMMEDIATE" if any(op.write for op in batch) else "BEGIN")
         for op in batch:
@@ -227,6 +276,8 @@ class SqliteTaskStore:
         self._limiter: anyio.CapacityLimiter | None = None
         self._queue: deque[_Op[Any]] = deque()
         self._busy = False
+        self._commits = 0
+        """Write transactions since the last WAL checkpoint."""
         self._broadcast = LocalBroadcast()
 
     @property
@@ -278,6 +329,10 @@ class SqliteTaskStore:
                     raise RuntimeError(f"task store {self._path!r}: cannot enable WAL (journal_mode={mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn, repr(self._path))
+            # From here on: point operations on the event loop never wait for a lock, and
+            # checkpoints run in the worker thread (see the module docstring).
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            conn.execute("PRAGMA busy_timeout = 0")
         except BaseException:
             conn.close()
             raise
@@ -298,12 +353,33 @@ class SqliteTaskStore:
 
     # -- the queue and the leader --------------------------------------------------------------
 
-    async def _execute(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    def _check_open(self) -> None:
         if self._state != "open":
             if self._state in ("new", "opening"):
                 raise RuntimeError(f"{self!r} is not open: call `await store.open()` first")
             raise RuntimeError(f"{self!r} is closed")
-        return await self._submit(_Op(fn, write=write))
+
+    async def _execute(self, fn: Callable[[sqlite3.Connection], T], *, write: bool, point: bool = False) -> T:
+        self._check_open()
+        op = _Op(fn, write=write, point=point)
+        if point and await self._ran_here(op):
+            return op.outcome()
+        return await self._submit(op)
+
+    def _idle(self) -> bool:
+        return not self._busy and self._commits < CHECKPOINT_EVERY
+
+    async def _ran_here(self, op: _Op[Any]) -> bool:
+        """Run a point operation on the event loop if the store is idle (see the module docstring)."""
+        if not self._idle():
+            return False
+        await anyio.lowlevel.checkpoint()  # first: a cancellation here leaves nothing done
+        self._check_open()
+        if not self._idle() or self._conn is None or not _run_here(self._conn, op):
+            return False
+        if op.write:
+            self._commits += 1
+        return True
 
     async def _submit(self, op: _Op[T]) -> T:
         self._queue.append(op)
@@ -335,9 +411,14 @@ class SqliteTaskStore:
         batch = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_BATCH))]
         for op in batch:
             op.taken = True
+        checkpoint = self._commits >= CHECKPOINT_EVERY and not self._memory
+        if any(op.write for op in batch):
+            self._commits += 1
         try:
             assert self._conn is not None and self._limiter is not None
-            await anyio.to_thread.run_sync(_run_batch, self._conn, batch, limiter=self._limiter)
+            await anyio.to_thread.run_sync(_run_waiting, self._conn, batch, checkpoint, limiter=self._limiter)
+            if checkpoint:
+                self._commits = 0
         except BaseException as exc:
             for op in batch:
                 if op.error is None:
@@ -380,7 +461,7 @@ class SqliteTaskStore:
                 return None
             return record
 
-        stored = await self._execute(insert, write=True)
+        stored = await self._execute(insert, write=True, point=True)
         if stored is None:
             raise TaskExists(record.task_id)
         return stored
@@ -393,7 +474,7 @@ class SqliteTaskStore:
             row = conn.execute(f"{_SELECT} WHERE task_id = ? AND {_UNEXPIRED}", (task_id, now)).fetchone()
             return None if row is None else _record(row)
 
-        record = await self._execute(select, write=False)
+        record = await self._execute(select, write=False, point=True)
         if record is None or (owner is not None and record.owner != owner):
             return None
         return record
@@ -407,7 +488,7 @@ class SqliteTaskStore:
         def update(conn: sqlite3.Connection) -> bool:
             return conn.execute(_UPDATE, values).rowcount == 1
 
-        if not await self._execute(update, write=True):
+        if not await self._execute(update, write=True, point=True):
             return False
         record.version = expected_version + 1
         return True
@@ -444,7 +525,7 @@ class SqliteTaskStore:
                 (runner, until),
             )
 
-        await self._execute(upsert, write=True)
+        await self._execute(upsert, write=True, point=True)
 
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""
@@ -453,7 +534,7 @@ class SqliteTaskStore:
         def select(conn: sqlite3.Connection) -> set[str]:
             return {row[0] for row in conn.execute("SELECT runner FROM runners WHERE expires_at > ?", (now,))}
 
-        return await self._execute(select, write=False)
+        return await self._execute(select, write=False, point=True)
 
     async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
         """Assign up to `limit` queued records to `runner` in one transaction, oldest first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,13 @@ import anyio
 import pytest
 
 from mcptasks.stores.base import TaskExists, TaskRecord
-from mcptasks.stores.sqlite import SCHEMA_VERSION, SchemaVersionError, SqliteTaskStore, migrate
+from mcptasks.stores.sqlite import (
+    CHECKPOINT_EVERY,
+    SCHEMA_VERSION,
+    SchemaVersionError,
+    SqliteTaskStore,
+    migrate,
+)
 from mcptasks.stores.url import store_from_url
 
 pytestmark = pytest.mark.anyio
@@ -143,6 +150,50 @@ async def test_many_concurrent_creates_all_land(store: SqliteTaskStore, tmp_path
         assert conn.execute("SELECT count(*) FROM tasks").fetchone()[0] == 500
     finally:
         conn.close()
+
+
+async def test_a_write_waits_in_the_worker_thread_while_another_connection_holds_the_lock(
+    store: SqliteTaskStore, tmp_path: Path
+) -> None:
+    # A point operation on an idle store runs on the event loop without waiting for locks; when
+    # another connection holds the write lock it goes to the worker thread, which waits.
+    other = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        landed = anyio.Event()
+
+        async def create() -> None:
+            await store.create(TaskRecord(task_id="waited", owner="o", tool="t"))
+            landed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(create)
+            for _ in range(20):  # the event loop is free meanwhile; the write cannot land
+                await anyio.sleep(0.01)
+            assert not landed.is_set()
+            other.execute("COMMIT")
+            with anyio.fail_after(10):
+                await landed.wait()
+    finally:
+        other.close()
+    assert await store.get("waited") is not None
+
+
+async def test_the_wal_is_checkpointed_into_the_database_file(store: SqliteTaskStore, tmp_path: Path) -> None:
+    # SQLite's automatic checkpoint is off (it would run inside a commit on the event loop); the
+    # store checkpoints in its worker thread every CHECKPOINT_EVERY commits instead.
+    count = 3 * CHECKPOINT_EVERY + 10
+    for i in range(count):
+        await store.create(TaskRecord(task_id=f"w-{i}", owner="o", tool="t"))
+    copy = tmp_path / "main-file-only.db"
+    shutil.copyfile(tmp_path / "tasks.db", copy)  # without the -wal file: what was checkpointed
+    conn = sqlite3.connect(copy)
+    try:
+        in_file = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
+    finally:
+        conn.close()
+    assert 2 * CHECKPOINT_EVERY <= in_file <= count
+    assert await store.get(f"w-{count - 1}") is not None
 
 
 async def test_duplicate_in_a_batch_fails_only_its_caller(store: SqliteTaskStore) -> None:
