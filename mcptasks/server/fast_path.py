@@ -33,7 +33,7 @@ the SDK would switch to an event stream carrying the same answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from mcp.server.lowlevel import Server
@@ -54,18 +54,13 @@ from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcptasks.server.answered_calls import AnsweredCall, leave_on
 from mcptasks.server.extension import TasksExtension, call_tool_result
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.listen import TaskListenMiddleware
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 TOOL_CALL = "tools/call"

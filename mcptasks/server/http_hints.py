@@ -9,16 +9,10 @@ middleware adds that to the error message of such a response; nothing else chang
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcptasks.wire import PROTOCOL_VERSION
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HINT = (
     f" (send the header 'MCP-Protocol-Version: {PROTOCOL_VERSION}' with every request for the "
