@@ -252,6 +252,14 @@ def _row_count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+def _replacing_values(record: TaskRecord, expected_version: int) -> list[Any]:
+    """The parameters of the compare-and-set `UPDATE`: the row as written (its version one up),
+    then the version it must still have."""
+    values = _row_values(record)
+    values[_COLUMNS.index("version")] = expected_version + 1
+    return [*values, expected_version]
+
+
 async def _keep_session(conn: object) -> None:
     """What a pool connection needs before its next use: nothing more than asyncpg's own rollback
     of a transaction left open. The store leaves no session state on pool connections (no `SET`,
@@ -366,6 +374,11 @@ class PostgresTaskStore:
         write_columns = (*_COLUMNS, "expires_at", "body")
         placeholders = ", ".join(f"${i}" for i in range(1, len(write_columns) + 1))
         now_create = f"${len(write_columns) + 1}"
+        update = (
+            f"UPDATE {tasks} SET "
+            + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
+            + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} AND {NOT_TERMINAL}"
+        )
         return {
             "create": (
                 f"INSERT INTO {tasks} AS t ({', '.join(write_columns)}) VALUES ({placeholders}) "
@@ -378,18 +391,10 @@ class PostgresTaskStore:
                 f"AND {_UNEXPIRED.format(now='$3')}"
             ),
             "get": f"SELECT {_RETURNED} FROM {tasks} WHERE task_id = $1 AND {_UNEXPIRED.format(now='$2')}",
-            "replace": (
-                f"UPDATE {tasks} SET "
-                + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
-                + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
-                f"AND {NOT_TERMINAL}"
-            ),
+            "replace": update,
             # the replace, and its announcement sent with its commit: one row when it applied
             "replace_and_publish": (
-                f"WITH changed AS (UPDATE {tasks} SET "
-                + ", ".join(f"{c} = ${i}" for i, c in enumerate(write_columns[1:], start=2))
-                + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} "
-                f"AND {NOT_TERMINAL} RETURNING task_id) "
+                f"WITH changed AS ({update} RETURNING task_id) "
                 f"SELECT pg_notify(${len(write_columns) + 2}, ${len(write_columns) + 3}) FROM changed"
             ),
             "list_active": (
@@ -565,9 +570,8 @@ class PostgresTaskStore:
 
     async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
         """Compare-and-set on `version`, checked by the server; a terminal record is never changed."""
-        values = _row_values(record)
-        values[_COLUMNS.index("version")] = expected_version + 1
-        status = await self._pool().execute(self._sql["replace"], *values, expected_version)
+        values = _replacing_values(record, expected_version)
+        status = await self._pool().execute(self._sql["replace"], *values)
         if _row_count(status) != 1:
             return False
         record.version = expected_version + 1
@@ -576,11 +580,8 @@ class PostgresTaskStore:
     async def replace_and_publish(self, record: TaskRecord, *, expected_version: int, message: str) -> bool:
         """`replace`, and when it applied, `publish(message)` in the same statement (one round
         trip): the notification is sent when the write commits, and only then."""
-        values = _row_values(record)
-        values[_COLUMNS.index("version")] = expected_version + 1
-        row = await self._pool().fetchrow(
-            self._sql["replace_and_publish"], *values, expected_version, self._channel, message
-        )
+        values = _replacing_values(record, expected_version)
+        row = await self._pool().fetchrow(self._sql["replace_and_publish"], *values, self._channel, message)
         if row is None:
             return False
         record.version = expected_version + 1
