@@ -217,14 +217,15 @@ def _run_here(conn: sqlite3.Connection, op: _Op[Any]) -> bool:
 def _run_waiting(conn: sqlite3.Connection, batch: Sequence[_Op[Any]], checkpoint: bool) -> None:
     """Run `batch` in a worker thread, waiting up to `BUSY_TIMEOUT_MS` for a lock; then, with
     `checkpoint`, move the WAL into the database file."""
+    closes = any(op.closes for op in batch)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
         _run_batch(conn, batch)
-        if checkpoint and not any(op.closes for op in batch):
+        if checkpoint and not closes:
             with suppress(sqlite3.Error):  # a busy checkpoint is retried after the next batch
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     finally:
-        if not any(op.closes for op in batch):
+        if not closes:
             conn.execute("PRAGMA busy_timeout = 0")
 
 
