@@ -1000,14 +1000,18 @@ class TaskEngine:
 
     # -- client operations ---------------------------------------------------------------------
 
-    async def get(self, task_id: str, *, owner: str, throttle: bool = False) -> TaskRecord:
+    async def get(
+        self, task_id: str, *, owner: str, throttle: bool = False, yield_first: bool = True
+    ) -> TaskRecord:
         """The task as `owner` may see it; `TaskNotFound` for unknown, expired or foreign ids.
 
-        With `throttle`, the engine's `poll_limit` applies (this is a client poll).
+        With `throttle`, the engine's `poll_limit` applies (this is a client poll). It yields to
+        other tasks first, even when the store answers without suspending (memory), so a client
+        polling in a loop in this process cannot starve the bodies it is waiting for; a request
+        read from a transport (the event loop ran to read it) passes `yield_first=False`.
         """
-        # A checkpoint even when the store answers without suspending (memory), so a client
-        # polling in a loop in this process cannot starve the bodies it is waiting for.
-        await anyio.lowlevel.checkpoint()
+        if yield_first:
+            await anyio.lowlevel.checkpoint()
         record = await self.store.get(task_id, owner=owner)
         if record is None:
             raise TaskNotFound(task_id)

@@ -12,8 +12,7 @@ refused, reset, ...) and `TimeoutError` count.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -64,13 +63,21 @@ def store_unavailable_error(exc: BaseException, *, retry_after_ms: int = 1000) -
     )
 
 
-@contextmanager
-def reported_as_unavailable(errors: tuple[type[BaseException], ...]) -> Iterator[None]:
-    """Turn an unreachable store (one of `errors`) into `store_unavailable_error` for a request."""
-    try:
-        yield
-    except errors as exc:
-        raise store_unavailable_error(exc) from exc
+class reported_as_unavailable:
+    """Turn an unreachable store (one of `errors`) into `store_unavailable_error` for a request
+    (`with reported_as_unavailable(errors): ...`; a class, as it wraps every `tasks/*` request)."""
+
+    __slots__ = ("_errors",)
+
+    def __init__(self, errors: tuple[type[BaseException], ...]) -> None:
+        self._errors = errors
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if exc is not None and isinstance(exc, self._errors):
+            raise store_unavailable_error(exc) from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,10 +128,12 @@ def detailed_task(record: TaskRecord, poll_interval_ms: int | None) -> dict[str,
     return result
 
 
-def _lower_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
-    if headers is None:
-        return None
-    return {str(k).lower(): str(v) for k, v in headers.items()}
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of header `name` (lower case), whatever the case of the mapping's keys."""
+    value = headers.get(name)  # ASGI, Starlette and the SDK give lower-case names
+    if value is None:
+        value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    return None if value is None else str(value)
 
 
 _BASE64_HEADER = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
@@ -143,6 +145,8 @@ def decode_header_value(value: str) -> str | None:
     A malformed encoded value (bad or non-canonical base64, bad UTF-8) gives None, so it never
     matches anything.
     """
+    if not value.startswith("=?"):
+        return value
     match = _BASE64_HEADER.fullmatch(value)
     if match is None:
         return value
@@ -161,15 +165,14 @@ def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] 
 
     `headers` is None on transports without headers (stdio, in-process), where nothing is checked.
     """
-    lowered = _lower_headers(headers)
-    if lowered is None:
+    if headers is None:
         return
-    sent_method = lowered.get("mcp-method")
+    sent_method = _header(headers, "mcp-method")
     if sent_method is not None and sent_method.strip() != method:
         raise ProtocolError(
             HEADER_MISMATCH, f"Mcp-Method header {sent_method.strip()!r} does not match {method!r}"
         )
-    sent_name = lowered.get("mcp-name")
+    sent_name = _header(headers, "mcp-name")
     if sent_name is None:
         raise ProtocolError(
             HEADER_MISMATCH, f"{method} over HTTP needs an Mcp-Name header equal to params.taskId"
@@ -513,12 +516,15 @@ class TasksProtocol:
         headers: Mapping[str, str] | None = None,
         meta: Mapping[str, Any] | None = None,
         tasks_allowed: bool = True,
+        over_transport: bool = False,
     ) -> dict[str, Any]:
         """Answer `tasks/get`, `tasks/update` or `tasks/cancel` (and refuse the removed methods).
 
         `meta` defaults to `params["_meta"]`; `headers` (HTTP only) enables the routing-header
-        check. Errors: -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad
-        params or unknown/foreign task, -32020 header mismatch.
+        check. `over_transport`: the request was read from a transport, so a `tasks/get` need not
+        yield to other tasks before reading the store (`TaskEngine.get`'s `yield_first`). Errors:
+        -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad params or
+        unknown/foreign task, -32020 header mismatch.
         """
         if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -535,7 +541,9 @@ class TasksProtocol:
             get = _parse(GetTaskParams, method, params)
             check_routing_headers(method, get.task_id, headers)
             with reported_as_unavailable(self.engine.outage_errors):
-                record = await self.engine.get(get.task_id, owner=owner, throttle=True)
+                record = await self.engine.get(
+                    get.task_id, owner=owner, throttle=True, yield_first=not over_transport
+                )
             return detailed_task(record, self.engine.poll_interval_ms(record))
         if method == "tasks/update":
             update = _parse(UpdateTaskParams, method, params)

@@ -64,6 +64,14 @@ class _AnyParams(RequestParams):
     model_config = ConfigDict(extra="allow")
 
 
+def _validated_as_is(params: Mapping[str, Any]) -> bool:
+    """Whether `_AnyParams` would accept `params` and dump them unchanged: a dict whose `_meta`,
+    if any, is a dict without the one key the SDK types (`progressToken`). Such params skip the
+    validation round trip."""
+    meta = params.get("_meta")
+    return type(params) is dict and (meta is None or (type(meta) is dict and "progressToken" not in meta))
+
+
 def current_owner() -> str:
     """The task owner for this request: the authenticated principal, or the anonymous scope."""
     token = get_access_token()
@@ -286,16 +294,25 @@ class TasksExtension(Extension):
     ) -> dict[str, Any]:
         """Answer `tasks/get|update|cancel` as the SDK-registered handler does, params validated
         as the SDK validates them (raises pydantic's `ValidationError` or `MCPError` like it)."""
-        typed = _AnyParams.model_validate({} if params is None else params, by_name=False)
-        return await self._answer(method, typed, headers, typed.meta)
+        if params is None:
+            params = {}
+        if not _validated_as_is(params):
+            typed = _AnyParams.model_validate(params, by_name=False)
+            return await self._answer(method, typed, headers, typed.meta)
+        return await self._handle(method, params, headers, params.get("_meta"))
 
     async def _answer(
         self, method: str, params: _AnyParams, headers: Mapping[str, str] | None, meta: Any
     ) -> dict[str, Any]:
         raw = params.model_dump(by_alias=True, exclude_unset=True)
+        return await self._handle(method, raw, headers, meta or raw.get("_meta"))
+
+    async def _handle(
+        self, method: str, params: Mapping[str, Any], headers: Mapping[str, str] | None, meta: Any
+    ) -> dict[str, Any]:
         try:
             return await self.protocol.handle(
-                method, raw, owner=current_owner(), headers=headers, meta=meta or raw.get("_meta")
+                method, params, owner=current_owner(), headers=headers, meta=meta, over_transport=True
             )
         except ProtocolError as exc:
             raise _mcp_error(exc) from None

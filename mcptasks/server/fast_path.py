@@ -64,12 +64,13 @@ from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 TOOL_CALL = "tools/call"
-_METHOD_HEADERS = frozenset(method.encode() for method in (*TASK_METHODS, TOOL_CALL))
-_VERSION = PROTOCOL_VERSION.encode()
+_METHODS = frozenset({*TASK_METHODS, TOOL_CALL})
 _JSON = json.JSONEncoder(separators=(",", ":"))
 """`json.dumps(..., separators=(",", ":"))`, as the SDK writes a reply, without building an encoder per call."""
 MAX_BODY = 64 * 1024
 """Larger bodies go to the SDK (a task request body is a few hundred bytes)."""
+MAX_VERDICTS = 256
+"""How many combinations of the headers the transport and Accept checks read are remembered."""
 
 
 def _known_middleware_types() -> tuple[type, ...]:
@@ -117,27 +118,22 @@ def accepted_types(headers: Mapping[str, str]) -> tuple[bool, bool]:
     )
 
 
-def _routing_headers(scope: Scope) -> tuple[bytes | None, bytes | None, int | None, bytes | None]:
-    """(MCP-Protocol-Version, Mcp-Method, Content-Length, Mcp-Name) as sent, first of each."""
-    version = method = length = name = None
+def _first_headers(scope: Scope) -> dict[str, str]:
+    """The request headers as Starlette decodes them, the first of a repeated name counting."""
+    headers: dict[str, str] = {}
     for key, value in scope["headers"]:
-        if key == b"mcp-protocol-version" and version is None:
-            version = value
-        elif key == b"mcp-method" and method is None:
-            method = value
-        elif key == b"content-length" and length is None:
-            length = int(value) if value.isdigit() else -1
-        elif key == b"mcp-name" and name is None:
-            name = value
-    return version, method, length, name
+        headers.setdefault(key.decode("latin-1"), value.decode("latin-1"))
+    return headers
 
 
-def _unique_headers(scope: Scope) -> dict[str, str] | None:
-    """The request headers as Starlette decodes them; None when a name repeats (the SDK decides
-    which of them counts)."""
+def _request_headers(scope: Scope) -> tuple[dict[str, str], bool]:
+    """The request headers as Starlette decodes them, and whether every name is unique (when a
+    name repeats, the first counts here and the SDK decides which counts)."""
     raw = scope["headers"]
     headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in raw}
-    return headers if len(headers) == len(raw) else None
+    if len(headers) == len(raw):
+        return headers, True
+    return _first_headers(scope), False
 
 
 def _sieved(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -215,20 +211,25 @@ class TasksFastPath:
         self._known = _known_middleware_types()
         self._vetted: tuple[object, ...] | None = None
         self._stamp: dict[str, Any] | None = None
+        self._verdicts: dict[tuple[str | None, ...], bool] = {}
 
-    def _takes(self, scope: Scope) -> bool:
+    def _takes(self, scope: Scope) -> tuple[dict[str, str], bool] | None:
+        """The request's headers and whether they are unique (`_request_headers`) when the fast
+        path reads this request, else None."""
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
-            return False
+            return None
         if scope.get("root_path"):
-            return False
-        version, method, length, name = _routing_headers(scope)
-        if version != _VERSION or method not in _METHOD_HEADERS or length is None:
-            return False
-        if method == b"tools/call" and (
-            name is None or name.decode("latin-1") not in self.extension.task_tools
-        ):
-            return False
-        return 0 <= length <= self.max_body and self._server_is_plain(method.decode())
+            return None
+        headers, unique = _request_headers(scope)
+        method = headers.get("mcp-method")
+        length = headers.get("content-length")
+        if headers.get("mcp-protocol-version") != PROTOCOL_VERSION or method not in _METHODS:
+            return None
+        if length is None or not (length.isascii() and length.isdigit()) or int(length) > self.max_body:
+            return None
+        if method == TOOL_CALL and headers.get("mcp-name") not in self.extension.task_tools:
+            return None
+        return (headers, unique) if self._server_is_plain(method) else None
 
     def _server_is_plain(self, method: str) -> bool:
         """No middleware, cache hint or tracer the fast path would skip."""
@@ -244,9 +245,11 @@ class TasksFastPath:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a task request, or hand the request (and any body read) to the SDK's app."""
-        if not self._takes(scope):
+        taken = self._takes(scope)
+        if taken is None:
             await self.app(scope, receive, send)
             return
+        headers, unique = taken
         messages: list[Message] = []
         body = b""
         while True:
@@ -257,7 +260,8 @@ class TasksFastPath:
             body += message.get("body", b"")
             if not message.get("more_body", False):
                 break
-        answer = await self._answer(scope, body) if messages[-1]["type"] == "http.request" else None
+        answered = unique and messages[-1]["type"] == "http.request"
+        answer = await self._answer(scope, headers, body) if answered else None
         if answer is not None:
             self.stats.answered += 1
             await answer.send(send)
@@ -269,12 +273,8 @@ class TasksFastPath:
 
         await self.app(scope, replay, send)
 
-    async def _answer(self, scope: Scope, body: bytes) -> _Answer | None:
-        headers = _unique_headers(scope)
-        if headers is None or not transport_allowed(self.security, headers):
-            return None
-        has_json, has_sse = accepted_types(headers)
-        if not has_json or (not self.manager.json_response and not has_sse):
+    async def _answer(self, scope: Scope, headers: dict[str, str], body: bytes) -> _Answer | None:
+        if not self._admitted(headers):
             return None
         try:
             decoded = json.loads(body)
@@ -356,6 +356,28 @@ class TasksFastPath:
             return lookup(name) is None
         except Exception:
             return False
+
+    def _admitted(self, headers: dict[str, str]) -> bool:
+        """Whether the transport security and Accept checks let this request through, remembered
+        per combination of the headers they read (clients send the same ones every time)."""
+        key = (
+            headers.get("content-type"),
+            headers.get("host"),
+            headers.get("origin"),
+            headers.get("accept"),
+        )
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            has_json, has_sse = accepted_types(headers)
+            verdict = (
+                transport_allowed(self.security, headers)
+                and has_json
+                and (self.manager.json_response or has_sse)
+            )
+            if len(self._verdicts) >= MAX_VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
 
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
         """The result as the SDK shapes an extension method's: `resultType` and `serverInfo` `_meta`."""

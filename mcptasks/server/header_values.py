@@ -12,10 +12,15 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 _OWS = b" \t"
+_OWS_BYTES = frozenset(_OWS)
 
 
-def _untrimmed(value: bytes) -> bool:
-    return value[:1] in (b" ", b"\t") or value[-1:] in (b" ", b"\t")
+def _untrimmed(headers: list[tuple[bytes, bytes]]) -> bool:
+    # A plain loop rather than any(<generator>): this runs for every request.
+    for _, value in headers:  # noqa: SIM110
+        if value and (value[0] in _OWS_BYTES or value[-1] in _OWS_BYTES):
+            return True
+    return False
 
 
 class TrimmedHeaderValues:
@@ -26,7 +31,7 @@ class TrimmedHeaderValues:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with its header values trimmed (a new scope only when needed)."""
-        if scope["type"] == "http" and any(_untrimmed(value) for _, value in scope["headers"]):
+        if scope["type"] == "http" and _untrimmed(scope["headers"]):
             trimmed = [(key, value.strip(_OWS)) for key, value in scope["headers"]]
             scope = {**scope, "headers": trimmed}
         await self.app(scope, receive, send)

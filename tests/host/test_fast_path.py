@@ -252,6 +252,16 @@ def cases_for(method: str) -> list[Case]:
         Case(method, raw="{not json"),
         Case(method, raw=f'[{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"taskId":"<A>"}}}}]'),
         Case(method, params={"unexpected": True}),
+        Case(method, meta={**request_meta(HARNESS), "progressToken": 7}),
+        Case(method, meta={**request_meta(HARNESS), "progressToken": ["not", "a", "token"]}),
+        Case(
+            method,
+            raw=f'{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"taskId":"<A>","_meta":"text"}}}}',
+        ),
+        Case(
+            method,
+            raw=f'{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"taskId":"<A>","_meta":null}}}}',
+        ),
     ]
 
 

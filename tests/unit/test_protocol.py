@@ -64,7 +64,14 @@ async def failing():
     raise ProtocolError(-32000, "broken")
 
 
-TOOLS = (optional_tool, required_tool, asking, parked, failing)
+@task_tool
+async def a_few_turns():
+    for _ in range(3):
+        await anyio.lowlevel.checkpoint()
+    yield Result("done")
+
+
+TOOLS = (optional_tool, required_tool, asking, parked, failing, a_few_turns)
 
 
 def meta_variants_without_opt_in() -> list[Any]:
@@ -311,6 +318,19 @@ async def test_tasks_get_working() -> None:
     check_task_fields(task)
     assert task["status"] == "working"
     assert set(task) - {"resultType"} <= TASK_FIELDS
+
+
+async def test_polling_in_a_tight_loop_in_process_does_not_starve_the_body() -> None:
+    # `handle` yields to other tasks before reading the store, even on the memory store, which
+    # answers without suspending; a request read from a transport need not (`over_transport`).
+    async with serve(*TOOLS) as (_, protocol):
+        params = {"taskId": await Client(protocol).start("a_few_turns"), "_meta": opted_in_meta()}
+        for _ in range(1000):
+            task = await protocol.handle("tasks/get", params)
+            if task["status"] == "completed":
+                break
+        assert task["status"] == "completed"
+        assert await protocol.handle("tasks/get", params, over_transport=True) == task
 
 
 async def test_tasks_get_completed_inlines_the_result() -> None:
