@@ -194,6 +194,21 @@ async def _sequential(n: int, op: Callable[[], Awaitable[Any]]) -> list[float]:
     return samples
 
 
+async def _alternating(
+    n: int, op: Callable[[], Awaitable[Any]], beside: Callable[[], Awaitable[Any]]
+) -> tuple[list[float], list[float]]:
+    """n requests of `op` and n of `beside`, one in flight, taking turns: both see the same
+    machine (a p50 ratio of two runs minutes apart moves with whatever else the machine did)."""
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(n):
+        for call, samples in ((op, ours), (beside, theirs)):
+            start = time.perf_counter()
+            await call()
+            samples.append(time.perf_counter() - start)
+    return ours, theirs
+
+
 async def _throughput(n: int, concurrency: int, op: Callable[[], Awaitable[Any]]) -> float:
     remaining = n
 
@@ -219,14 +234,22 @@ def cpu_seconds(pid: int) -> float:
 class Figures:
     """Measures one operation: p50/p99 at one in flight, throughput and server CPU per request."""
 
-    def __init__(self, pid: int, n: int, concurrency: int) -> None:
+    def __init__(
+        self, pid: int, n: int, concurrency: int, beside: Callable[[], Awaitable[Any]] | None = None
+    ) -> None:
         self.pid = pid
         self.n = n
         self.concurrency = concurrency
+        self.beside = beside
+        """A request to the limit server, taking turns with each one-in-flight sample."""
         self.out: dict[str, float] = {}
 
     async def run(self, name: str, op: Callable[[], Awaitable[Any]]) -> None:
-        samples = await _sequential(self.n, op)
+        if self.beside is None:
+            samples = await _sequential(self.n, op)
+        else:
+            samples, limit = await _alternating(self.n, op, self.beside)
+            self.out[f"{name}_limit_p50_ms"] = _pct(limit, 0.5)
         self.out[f"{name}_p50_ms"] = _pct(samples, 0.5)
         self.out[f"{name}_p99_ms"] = _pct(samples, 0.99)
         before = cpu_seconds(self.pid)
@@ -271,13 +294,18 @@ async def measure_limit(url: str, pid: int, *, n: int, concurrency: int) -> dict
     return figures.out
 
 
-async def measure(url: str, pid: int, *, n: int, concurrency: int) -> dict[str, float]:
-    """Run every measurement against the mcptasks server at `url` (process `pid`)."""
-    async with wire_to(url) as wire:
+async def measure(
+    url: str, pid: int, *, n: int, concurrency: int, limit_url: str | None = None
+) -> dict[str, float]:
+    """Run every measurement against the mcptasks server at `url` (process `pid`); with
+    `limit_url`, one-in-flight samples take turns with requests to the limit server there."""
+    async with wire_to(url) as wire, wire_to(limit_url or url) as limit:
         for _ in range(200):  # warm-up
             await wire.plain_call()
             await wire.create()
-        figures = Figures(pid, n, concurrency)
+            if limit_url is not None:
+                await limit.get("t")
+        figures = Figures(pid, n, concurrency, (lambda: limit.get("t")) if limit_url is not None else None)
         await figures.run("plain", wire.plain_call)
         await figures.run("create", lambda: wire.create("task_park"))
         latency = [await _create_to_result(wire, "task_noop") for _ in range(n // 2)]
@@ -387,8 +415,11 @@ def _gc_summary(path: Path) -> dict[str, float]:
     }
 
 
-def run_mode(args: argparse.Namespace, n: int, mode: str, server_core: int | None) -> dict[str, float]:
-    """Start the server variant `mode`, measure it, stop it; its figures with its GC pauses."""
+def run_mode(
+    args: argparse.Namespace, n: int, mode: str, server_core: int | None, limit_url: str
+) -> dict[str, float]:
+    """Start the server variant `mode`, measure it (its one-in-flight samples taking turns with
+    the limit server at `limit_url`), stop it; its figures with its GC pauses."""
     fast_path, freeze = MODES[mode]
     with tempfile.TemporaryDirectory() as scratch:
         stats = Path(scratch) / "gc.json"
@@ -397,25 +428,28 @@ def run_mode(args: argparse.Namespace, n: int, mode: str, server_core: int | Non
             args.store, args.log_level, fast_path=fast_path, core=server_core, env=env
         )
         try:
-            figures = anyio.run(partial(measure, url, process.pid, n=n, concurrency=args.concurrency))
+            figures = anyio.run(
+                partial(measure, url, process.pid, n=n, concurrency=args.concurrency, limit_url=limit_url)
+            )
         finally:
             _stop(process)
         return {**figures, **_gc_summary(stats)}
 
 
 def run_all(args: argparse.Namespace, n: int) -> dict[str, Any]:
-    """The limit server, then each server variant of `--modes`, one after the other."""
+    """The limit server, then each server variant of `--modes`, one after the other (the limit
+    server stays up, idle but for the one-in-flight samples that take turns with theirs)."""
     server_core, client_core = _cores(args.pin)
     if client_core is not None:
         os.sched_setaffinity(0, {client_core})
     process, url = start_limit_server(server_core)
     try:
         limit = anyio.run(partial(measure_limit, url, process.pid, n=n, concurrency=args.concurrency))
+        figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None, "modes": {}}
+        for mode in args.modes.split(","):
+            figures["modes"][mode] = run_mode(args, n, mode, server_core, url)
     finally:
         _stop(process)
-    figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None, "modes": {}}
-    for mode in args.modes.split(","):
-        figures["modes"][mode] = run_mode(args, n, mode, server_core)
     return figures
 
 
@@ -437,9 +471,10 @@ def _print(figures: dict[str, Any]) -> None:
         row = {**limit, **measured}
         for label, key in _OPS:
             rate, p50 = row[f"{key}_per_s"], row[f"{key}_p50_ms"]
+            limit_p50 = row.get(f"{key}_limit_p50_ms", limit["limit_p50_ms"])
             print(
                 f"{label:32} {rate:8.0f} {rate / limit['limit_per_s']:8.2f} {p50:8.2f}"
-                f" {p50 / limit['limit_p50_ms']:7.2f} {row[f'{key}_p99_ms']:8.2f} {row[f'{key}_cpu_ms']:10.3f}"
+                f" {p50 / limit_p50:7.2f} {row[f'{key}_p99_ms']:8.2f} {row[f'{key}_cpu_ms']:10.3f}"
             )
         print(f"{'zero-work create -> result p50':32} {row['create_to_result_p50_ms']:8.2f} ms (inline)")
         print(f"{'1 ms task -> polled result p50':32} {row['brief_task_to_result_p50_ms']:8.2f} ms")
