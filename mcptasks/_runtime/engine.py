@@ -771,7 +771,7 @@ class TaskEngine:
                 # `settle_body`, without a frame of its own while the body runs
                 end: Outcome | Interrupt
                 try:
-                    value = await body_run(body, channel, pending, (tool.name, run.task_id))
+                    value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
