@@ -20,7 +20,7 @@ from mcptasks._authoring.results import error_result, to_call_tool_result
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
-from mcptasks._runtime.watchdog import Label, current_body, watched
+from mcptasks._runtime.watchdog import BodyLabel, Label, current_body, watched
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
 
@@ -296,7 +296,7 @@ async def run_body(
     ended: list[Outcome | Interrupt] = []
 
     async def contained() -> None:
-        current_body.set((tool, channel.task_id))
+        current_body.set(BodyLabel(tool, channel.task_id))
         ended.append(await settle_body(body, channel, tool, pending, max_result_bytes))
         await absorb_stray_cancel()
 

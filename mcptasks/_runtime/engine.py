@@ -53,7 +53,14 @@ from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore, combined_replace
+from mcptasks.stores.base import (
+    CHANGED_PREFIX,
+    EMPTY_DICT,
+    TaskExists,
+    TaskRecord,
+    TaskStore,
+    combined_replace,
+)
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -62,6 +69,9 @@ IMMEDIATE_TURNS = 6
 
 IMMEDIATE_WRITE_WAIT = 5.0
 """How long (seconds) an immediate result waits for the store to record the body's end."""
+
+BODY_TASK_NAME = "mcptasks task body"
+"""The name of every body's anyio task (without one, anyio builds a new string per task)."""
 
 T = TypeVar("T")
 
@@ -171,6 +181,8 @@ class TaskEngine:
         self._wakeups = Wakeups()
         """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._active_by_owner: dict[str, int] = {}
+        self._capabilities: dict[str, Any] | None = None
+        """The client capabilities of the last task created (see `_shared_capabilities`)."""
         self._closing = False
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
         """Called at shutdown with the bodies still running `Limits.cancel_grace` after they
@@ -471,10 +483,10 @@ class TaskEngine:
             tool=tool.name,
             ttl_ms=tool.ttl_ms,
             poll_interval_ms=tool.poll_interval_ms,
-            arguments=dict(arguments or {}),
+            arguments=dict(arguments) if arguments else EMPTY_DICT,
             runner=self.instance_id if run_here else None,
             idempotency_key=idempotency_key,
-            client_capabilities=None if client_capabilities is None else dict(client_capabilities),
+            client_capabilities=self._shared_capabilities(client_capabilities),
         )
         run = None
         if run_here:
@@ -498,7 +510,7 @@ class TaskEngine:
             await self.store.publish(record.task_id)
         else:
             run.record = record
-            task_group.start_soon(self._execute, tool, args, run, owner, prepared)
+            task_group.start_soon(self._execute, tool, args, run, owner, prepared, name=BODY_TASK_NAME)
         return record
 
     async def _key_held(
@@ -523,8 +535,19 @@ class TaskEngine:
         """`start` with `defer`: the body runs before its record is written (see `_store_deferred`)."""
         assert self._task_group is not None
         self._unstored[record.task_id] = run.record = record
-        self._task_group.start_soon(self._execute, tool, args, run, record.owner, None)
+        self._task_group.start_soon(self._execute, tool, args, run, record.owner, None, name=BODY_TASK_NAME)
         return record
+
+    def _shared_capabilities(self, declared: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """A copy of `declared` for a new record: the last task's copy when equal (clients send
+        the same capabilities call after call, and records are values, so they can share it)."""
+        if declared is None:
+            return None
+        last = self._capabilities
+        if last is not None and last == declared:
+            return last
+        copy = self._capabilities = dict(declared)
+        return copy
 
     def _check_room(self, owner: str) -> None:
         """Refuse a create over `Limits.max_active_per_owner` / `max_active` (nothing is created)."""
@@ -693,7 +716,8 @@ class TaskEngine:
                 self._drop_run(record.task_id)
                 await self._finish(record.task_id, Outcome("completed", result=error_result(str(exc))))
                 continue
-            task_group.start_soon(self._execute, tool, args, self._runs[record.task_id], record.owner, None)
+            run = self._runs[record.task_id]
+            task_group.start_soon(self._execute, tool, args, run, record.owner, None, name=BODY_TASK_NAME)
         return len(claimed)
 
     def _execute(
@@ -743,10 +767,11 @@ class TaskEngine:
             with anyio.CancelScope() as scope:
                 channel = self._begin(run, tool, scope)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
+                del args, prepared  # the body holds what it needs; this frame lives as long as it
                 # `settle_body`, without a frame of its own while the body runs
                 end: Outcome | Interrupt
                 try:
-                    value = await body_run(body, channel, pending, (tool.name, run.task_id))
+                    value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
@@ -927,8 +952,8 @@ class TaskEngine:
                 result=outcome.result,
                 error=outcome.error,
                 status_message=outcome.message or status_message or record.status_message,
-                input_requests={},
-                input_responses={},
+                input_requests=EMPTY_DICT,
+                input_responses=EMPTY_DICT,
             )
             tool = self.tools.get(record.tool)
             ttl_ms = None if tool is None else tool.ttl_ms
@@ -1049,7 +1074,7 @@ class TaskEngine:
             changed = True
             outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
             return record.evolve(
-                input_requests=outstanding,
+                input_requests=outstanding or EMPTY_DICT,
                 input_responses={**record.input_responses, **accepted},
                 status="input_required" if outstanding else "working",
             )
@@ -1070,7 +1095,10 @@ class TaskEngine:
 
         def change(record: TaskRecord) -> TaskRecord:
             return record.evolve(
-                status="cancelled", status_message=reason, input_requests={}, input_responses={}
+                status="cancelled",
+                status_message=reason,
+                input_requests=EMPTY_DICT,
+                input_responses=EMPTY_DICT,
             )
 
         cancelled = await self._mutate(task_id, change, known=current)

@@ -8,9 +8,7 @@ instead of one sleeping coroutine per run.
 
 from __future__ import annotations
 
-import heapq
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from collections.abc import Callable
 import anyio
 
 from mcptasks._runtime.run import TaskRun
+from mcptasks._runtime.timers import Timer, TimerHeap
 
 logger = logging.getLogger("mcptasks")
 
@@ -30,18 +29,20 @@ def margin_of(ttl_ms: int) -> float:
     return min(ttl_ms / 2000, 30.0)
 
 
-class _Due:
-    """A renewal due `at` (wall clock, `time.time()`); entries order by `at` alone."""
+class _Due(Timer):
+    """A renewal due `at` (wall clock, `time.time()`); dead once `run.renew_at` moved on."""
 
-    __slots__ = ("at", "run", "ttl_ms")
+    __slots__ = ("run", "ttl_ms")
 
     def __init__(self, at: float, run: TaskRun, ttl_ms: int) -> None:
         self.at = at
         self.run = run
         self.ttl_ms = ttl_ms
 
-    def __lt__(self, other: _Due) -> bool:
-        return self.at < other.at
+    @property
+    def live(self) -> bool:
+        """Whether this is still the run's scheduled renewal."""
+        return self.run.renew_at == self.at
 
 
 class Retention:
@@ -54,17 +55,14 @@ class Retention:
 
     def __init__(self, hosts: Callable[[TaskRun], bool]) -> None:
         self._hosts = hosts
-        self._due: list[_Due] = []
-        self._dropped = 0
-        """Entries in `_due` whose run was forgotten (removed lazily, or by `_compact`)."""
-        self._wakeup: anyio.Event | None = None
+        self._timers: TimerHeap[_Due] = TimerHeap()
         self._ready: deque[_Due] = deque()
         """Renewals due now, earliest first, waiting for a renewer."""
         self._renewers = 0
 
     def __len__(self) -> int:
         """How many runs have a renewal scheduled."""
-        return len(self._due) - self._dropped
+        return len(self._timers)
 
     def keep(self, run: TaskRun, ttl_ms: int) -> None:
         """Keep `run`'s record (expiring at `run.expires_at`) until the run is forgotten."""
@@ -76,46 +74,27 @@ class Retention:
         if run.renew_at is None:
             return
         run.renew_at = None
-        self._dropped += 1
-        if self._dropped > 64 and self._dropped * 2 > len(self._due):
-            self._compact()
+        self._timers.cancelled()
 
     def _schedule(self, run: TaskRun, at: float, ttl_ms: int) -> None:
-        if run.renew_at is not None:
-            self._dropped += 1  # its earlier entry is superseded
+        superseded = run.renew_at is not None
         run.renew_at = at
-        entry = _Due(at, run, ttl_ms)
-        heapq.heappush(self._due, entry)
-        if self._due[0] is entry and self._wakeup is not None:
-            self._wakeup.set()
-
-    def _compact(self) -> None:
-        self._due = [entry for entry in self._due if entry.run.renew_at == entry.at]
-        heapq.heapify(self._due)
-        self._dropped = 0
+        if superseded:
+            self._timers.cancelled()  # after `renew_at` moved: a compaction drops the old entry
+        self._timers.push(_Due(at, run, ttl_ms))
 
     def _take_due(self, now: float) -> list[_Due]:
-        taken: list[_Due] = []
-        while self._due and self._due[0].at <= now:
-            entry = heapq.heappop(self._due)
-            if entry.run.renew_at != entry.at:
-                self._dropped -= 1
-                continue
+        taken = self._timers.take_due(now)
+        for entry in taken:
             entry.run.renew_at = None
-            if self._hosts(entry.run):
-                taken.append(entry)
-        return taken
+        return [entry for entry in taken if self._hosts(entry.run)]
 
     async def run_forever(self) -> None:
         """Sleep until the earliest renewal is due (or an earlier one is scheduled), hand the due
         ones to renewers (at most `RENEWERS` at once, while this goes on scheduling), repeat."""
         async with anyio.create_task_group() as renewers:
             while True:
-                wakeup = self._wakeup = anyio.Event()
-                delay = self._due[0].at - time.time() if self._due else math.inf
-                if delay > 0:
-                    with anyio.move_on_after(delay):
-                        await wakeup.wait()
+                await self._timers.sleep(time.time)
                 self._ready.extend(self._take_due(time.time()))
                 while self._ready and self._renewers < RENEWERS:
                     self._renewers += 1

@@ -10,6 +10,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -22,7 +23,7 @@ from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import EMPTY_DICT, TaskRecord, TaskStore
 from mcptasks.wire import INVALID_PARAMS
 
 T = TypeVar("T")
@@ -359,8 +360,9 @@ class TaskRun:
         rejected = [0] * len(pending)
         todo = list(range(len(pending)))
         while todo:
-            keys = await self._issue({i: pending[i] for i in todo})
+            keys = await self._issue(_chosen(pending, todo))
             received = await self._await_answers(keys)
+            await self._take_answers(keys)
             retry: list[int] = []
             for index, raw in received.items():
                 refusal = _error_response(raw)
@@ -408,8 +410,11 @@ class TaskRun:
         return keys
 
     async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
-        """Wait until every key has an answer, then take the answers out of the record."""
-        store = self.host.store
+        """Wait until every key has an answer; return the answers (still in the record).
+
+        This frame stays alive while the body waits, so it holds no closures (their cells would
+        too) and nothing the wait does not need.
+        """
         if self.waiters is None:
             self.waiters = []
         try:
@@ -417,13 +422,14 @@ class TaskRun:
                 wake = anyio.Event()
                 self.waiters.append(wake)
                 try:
-                    record = await self._patiently(lambda: store.get(self.task_id), "waiting for input")
+                    record = await self._patiently(
+                        partial(self.host.store.get, self.task_id), "waiting for input"
+                    )
                     if record is None or record.terminal or not self.owns(record):
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
                     self.record = record
-                    responses = record.input_responses
-                    received = {i: responses[key] for i, key in keys.items() if key in responses}
+                    received = _answered(keys, record.input_responses)
                     if len(received) == len(keys):
                         break
                     wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
@@ -436,12 +442,25 @@ class TaskRun:
         finally:
             if not self.waiters:
                 self.waiters = None
+        return received
+
+    async def _take_answers(self, keys: dict[int, str]) -> None:
+        """Take the answers to `keys` out of the record (they were received)."""
         consumed = set(keys.values())
 
         def consume(record: TaskRecord) -> TaskRecord:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
-            return record.evolve(input_responses=left)
+            return record.evolve(input_responses=left or EMPTY_DICT)
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()
-        return received
+
+
+def _chosen(requests: list[InputRequest], indexes: list[int]) -> dict[int, InputRequest]:
+    """`requests` at `indexes`, by index."""
+    return {i: requests[i] for i in indexes}
+
+
+def _answered(keys: dict[int, str], responses: dict[str, Any]) -> dict[int, Any]:
+    """The responses received for `keys`, by the index of their request."""
+    return {i: responses[key] for i, key in keys.items() if key in responses}

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from typing import Any
-
 import anyio
 
-Wakeup = list[Any]
-"""A scheduled wake-up, `[when, order, event or None once cancelled]` (lists order as the heap needs)."""
+from mcptasks._runtime.timers import Timer, TimerHeap
+
+
+class Wakeup(Timer):
+    """A scheduled wake-up: `event` is set at `at` (anyio clock); None once cancelled or set."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, at: float, event: anyio.Event) -> None:
+        self.at = at
+        self.event: anyio.Event | None = event
+
+    @property
+    def live(self) -> bool:
+        """Whether the wake-up is still to happen."""
+        return self.event is not None
 
 
 class Wakeups:
@@ -20,46 +30,31 @@ class Wakeups:
     """
 
     def __init__(self) -> None:
-        self._due: list[Wakeup] = []
-        self._order = itertools.count()
-        self._cancelled = 0
-        self._wakeup: anyio.Event | None = None
+        self._timers: TimerHeap[Wakeup] = TimerHeap()
 
     def __len__(self) -> int:
         """How many wake-ups are scheduled and not cancelled."""
-        return len(self._due) - self._cancelled
+        return len(self._timers)
 
     def set_at(self, when: float, event: anyio.Event) -> Wakeup:
         """Set `event` at `when` (`anyio.current_time()` clock); `cancel` the result to forget it."""
-        entry: Wakeup = [when, next(self._order), event]
-        heapq.heappush(self._due, entry)
-        if self._due[0] is entry and self._wakeup is not None:
-            self._wakeup.set()
-        return entry
+        wakeup = Wakeup(when, event)
+        self._timers.push(wakeup)
+        return wakeup
 
-    def cancel(self, entry: Wakeup) -> None:
+    def cancel(self, wakeup: Wakeup) -> None:
         """Forget a wake-up that is no longer needed (its wait ended); harmless once it fired."""
-        if entry[2] is None:
+        if wakeup.event is None:
             return
-        entry[2] = None
-        self._cancelled += 1
-        if self._cancelled > 64 and self._cancelled * 2 > len(self._due):
-            self._due = [entry for entry in self._due if entry[2] is not None]
-            heapq.heapify(self._due)
-            self._cancelled = 0
+        wakeup.event = None
+        self._timers.cancelled()
 
     async def run_forever(self) -> None:
         """Sleep until the earliest wake-up (or an earlier one is scheduled), set it, repeat."""
+        timers = self._timers
         while True:
-            wakeup = self._wakeup = anyio.Event()
-            deadline = self._due[0][0] if self._due else float("inf")
-            with anyio.CancelScope(deadline=deadline):
-                await wakeup.wait()
-            now = anyio.current_time()
-            while self._due and self._due[0][0] <= now:
-                entry = heapq.heappop(self._due)
-                event, entry[2] = entry[2], None
-                if event is None:
-                    self._cancelled -= 1
-                else:
+            await timers.sleep(anyio.current_time)
+            for wakeup in timers.take_due(anyio.current_time()):
+                event, wakeup.event = wakeup.event, None
+                if event is not None:
                     event.set()

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Generator
 from contextvars import ContextVar
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
 
@@ -22,8 +22,25 @@ logger = logging.getLogger("mcptasks")
 
 T = TypeVar("T")
 
-Label = tuple[str, "str | None"]
-"""(tool name, task id or None for an inline run)."""
+
+class Label(Protocol):
+    """What names a body for the watchdog (a task's run is its own label)."""
+
+    @property
+    def tool(self) -> str:
+        """The tool's name."""
+
+    @property
+    def task_id(self) -> str | None:
+        """The task's id; None for an inline run."""
+
+
+class BodyLabel(NamedTuple):
+    """A `Label` for a body run without a task run of its own (inline, input rounds)."""
+
+    tool: str
+    task_id: str | None
+
 
 current_body: ContextVar[Label | None] = ContextVar("mcptasks_current_body", default=None)
 """The body the current anyio task runs (set in the body's own task)."""
@@ -111,7 +128,8 @@ class Watchdog:
             holder = _holding.get(self._loop_thread)
             if holder is None:
                 continue
-            (tool, task_id), began = holder
+            label, began = holder
+            tool, task_id = label.tool, label.task_id
             held = time.monotonic() - began
             if held > self.threshold and began != warned:
                 warned = began

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 from mcptasks.errors import MCPTasksError
 from mcptasks.wire import TERMINAL_STATUSES, TaskState
@@ -26,6 +26,37 @@ if TYPE_CHECKING:
 
 MAX_TRANSITIONS = 50
 """Most entries a record's `transitions` keeps (the first, then the latest)."""
+
+
+def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError("this empty value is shared by every record: build a changed record with evolve")
+
+
+class _SharedEmptyDict(dict[str, Any]):
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+
+class _SharedEmptyList(list[Any]):
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = clear = extend = insert = pop = remove = reverse = sort = _refuse
+
+
+EMPTY_DICT: dict[str, Any] = _SharedEmptyDict()
+"""The empty dict a record's dict fields start with, one object for every record (records are
+values: it is never changed, and changing it in place raises `TypeError`)."""
+
+EMPTY_LIST: list[Any] = _SharedEmptyList()
+"""The same for `transitions` (an empty list, shared, read-only)."""
+
+
+def _empty_dict() -> dict[str, Any]:
+    return EMPTY_DICT
+
+
+def _empty_list() -> list[Any]:
+    return EMPTY_LIST
 
 
 @dataclass(slots=True)
@@ -41,12 +72,12 @@ class TaskRecord:
     updated_at: float = 0.0
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=_empty_dict)
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
-    input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_requests: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
     """Outstanding input requests, key -> `{method, params}`."""
-    input_responses: dict[str, Any] = field(default_factory=dict)
+    input_responses: dict[str, Any] = field(default_factory=_empty_dict)
     """Answers received for keys the body has not consumed yet."""
     input_key_counter: int = 0
     """How many input keys this task has issued; keys are never reused."""
@@ -63,7 +94,7 @@ class TaskRecord:
     the body may only ask for input through these. None: not restricted."""
     version: int = 0
     # -- operator fields ---------------------------------------------------------------------
-    transitions: list[list[Any]] = field(default_factory=list)
+    transitions: list[list[Any]] = field(default_factory=_empty_list)
     """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
     `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
     trace: dict[str, str] | None = None

@@ -1,5 +1,6 @@
 """`Retention` and `Wakeups`: the engine duties that keep the records of running bodies from
-expiring and wake bodies waiting for input to re-read their record."""
+expiring and wake bodies waiting for input to re-read their record; and `TimerHeap`, the heap of
+timed entries both keep."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from helpers import serve, wait_for_status
 from mcptasks import Accepted, Elicit, Result, task_tool
 from mcptasks._runtime.retention import Retention, margin_of
 from mcptasks._runtime.run import TaskRun
+from mcptasks._runtime.timers import COMPACT_AFTER, Timer, TimerHeap
 from mcptasks._runtime.wakeups import Wakeups
 
 pytestmark = pytest.mark.anyio
@@ -147,7 +149,7 @@ async def test_a_run_without_expiry_is_not_scheduled_and_forgotten_runs_are_comp
         retention.forget(run)
         retention.forget(run)  # twice is harmless
     assert len(retention) == 100
-    assert len(retention._due) <= 2 * 100 + 65
+    assert retention._timers.held <= 2 * 100 + 65
 
 
 async def test_records_of_running_bodies_are_kept_past_their_ttl() -> None:
@@ -198,8 +200,8 @@ def test_cancelled_wakeups_are_forgotten_and_compacted() -> None:
         wakeups.cancel(entry)
         wakeups.cancel(entry)  # twice is harmless
     assert len(wakeups) == 100
-    assert len(wakeups._due) <= 2 * 100 + 65
-    assert all(entry[2] is None for entry in entries[:900])
+    assert wakeups._timers.held <= 2 * 100 + 65
+    assert all(entry.event is None for entry in entries[:900])
 
 
 async def test_a_body_waiting_for_input_sees_an_answer_written_without_a_notification() -> None:
@@ -220,3 +222,83 @@ async def test_a_body_waiting_for_input_sees_an_answer_written_without_a_notific
         assert await engine.store.replace(answered, expected_version=asking.version)  # no publish
         final = await wait_for_status(engine, record.task_id, "completed", owner="o")
     assert final.result is not None and final.result["structuredContent"] == {"value": "v"}
+
+
+class Entry(Timer):
+    """A timer its test cancels by hand."""
+
+    __slots__ = ("cancelled", "name")
+
+    def __init__(self, at: float, name: str) -> None:
+        super().__init__(at)
+        self.name = name
+        self.cancelled = False
+
+    @property
+    def live(self) -> bool:
+        return not self.cancelled
+
+
+def cancel(heap: TimerHeap[Entry], entry: Entry) -> None:
+    entry.cancelled = True
+    heap.cancelled()
+
+
+def test_the_heap_hands_out_due_entries_earliest_first_and_skips_cancelled_ones() -> None:
+    heap: TimerHeap[Entry] = TimerHeap()
+    entries = {name: Entry(at, name) for name, at in (("c", 3.0), ("a", 1.0), ("b", 2.0), ("d", 4.0))}
+    for entry in entries.values():
+        heap.push(entry)
+    cancel(heap, entries["b"])
+    assert len(heap) == 3 and heap.held == 4
+    assert [entry.name for entry in heap.take_due(3.0)] == ["a", "c"]
+    assert len(heap) == 1 and heap.held == 1  # the cancelled entry went with the due ones
+    assert heap.take_due(3.5) == []
+    assert [entry.name for entry in heap.take_due(10.0)] == ["d"]
+    assert len(heap) == 0
+
+
+def test_the_heap_is_compacted_once_cancelled_entries_dominate() -> None:
+    heap: TimerHeap[Entry] = TimerHeap()
+    entries = [Entry(float(i), str(i)) for i in range(400)]
+    for entry in entries:
+        heap.push(entry)
+    for entry in entries[:COMPACT_AFTER]:
+        cancel(heap, entry)
+    assert heap.held == 400  # a few dead entries are only dropped when due
+    for entry in entries[COMPACT_AFTER:300]:
+        cancel(heap, entry)
+    assert len(heap) == 100
+    assert heap.held < 2 * 100 + COMPACT_AFTER + 2
+    assert [entry.name for entry in heap.take_due(1000.0)] == [str(i) for i in range(300, 400)]
+    assert len(heap) == 0 and heap.held == 0
+
+
+async def test_an_earlier_entry_wakes_the_sleeping_duty() -> None:
+    heap: TimerHeap[Entry] = TimerHeap()
+    heap.push(Entry(anyio.current_time() + 3600, "late"))
+    taken: list[str] = []
+
+    async def duty() -> None:
+        while True:
+            await heap.sleep(anyio.current_time)
+            taken.extend(entry.name for entry in heap.take_due(anyio.current_time()))
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(duty)
+        await anyio.wait_all_tasks_blocked()
+        heap.push(Entry(anyio.current_time() + 3000, "not earliest"))  # does not wake the duty
+        heap.push(Entry(anyio.current_time(), "soon"))
+        await until(lambda: taken == ["soon"])
+        task_group.cancel_scope.cancel()
+    assert len(heap) == 2
+
+
+async def test_the_duty_sleeps_without_entries_and_returns_at_once_when_one_is_due() -> None:
+    heap: TimerHeap[Entry] = TimerHeap()
+    with anyio.move_on_after(0.05) as scope:
+        await heap.sleep(anyio.current_time)  # nothing scheduled: sleeps until woken
+    assert scope.cancelled_caught
+    heap.push(Entry(anyio.current_time() - 1, "due"))
+    with anyio.fail_after(1):
+        await heap.sleep(anyio.current_time)
