@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from mcptasks import Result, TaskServer
+from mcptasks import EngineConfig, Limits, Result, TaskServer
 
 _pauses: list[tuple[int, float]] = []
 _started: list[float] = []
@@ -64,7 +64,11 @@ async def lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
         _write_gc_stats(os.environ["MCPTASKS_BENCH_GC_STATS"])
 
 
-app = TaskServer("mcptasks-bench", lifespan=lifespan)
+# Throughput runs keep thousands of 200 ms bodies alive at once, more than `Limits`' default of
+# 1,000 running tasks per owner (every benchmark request is the same anonymous owner).
+app = TaskServer(
+    "mcptasks-bench", lifespan=lifespan, config=EngineConfig(limits=Limits(max_active_per_owner=None))
+)
 
 
 @app.tool()

@@ -156,9 +156,11 @@ async def measure(
     repeats: int,
     pid: int | None = None,
     create_tool: str = "task_park",
+    reference_url: str | None = None,
 ) -> dict[str, Any]:
     """Every figure against the server at `url` (the same for mcptasks and fastmcp-tasks); `pid`, the
-    server's process, for its CPU time per request."""
+    server's process, for its CPU time per request. With `reference_url` (an mcptasks server on the
+    memory store), each zero-work end-to-end sample takes turns with one against it."""
     cpu: dict[str, list[float]] = {"create": [], "get": []}
 
     async def timed(kind: str, op: Callable[[], Any]) -> float:
@@ -167,7 +169,7 @@ async def measure(
         cpu[kind].append((_cpu_seconds(pid) - before) / (n * 2) * 1000.0)
         return float(rate)
 
-    async with hb.wire_to(url) as wire:
+    async with hb.wire_to(url) as wire, hb.wire_to(reference_url or url) as reference:
         plain = _call(wire, "plain_noop", False)
         call_sleep = _call(wire, create_tool, True)
         inline = 0
@@ -196,10 +198,16 @@ async def measure(
                 raise RuntimeError(f"task {task_id} did not complete within 60 s")
             await anyio.sleep(0.01)
         get_tput = [await timed("get", lambda: wire.get(task_id)) for _ in range(repeats)]
-        zero_work = [await _end_to_end(wire, "task_noop") for _ in range(n // 2)]
+        zero_work: list[float] = []
+        beside: list[float] = []
+        for _ in range(n // 2):
+            zero_work.append(await _end_to_end(wire, "task_noop"))
+            if reference_url is not None:
+                beside.append(await _end_to_end(reference, "task_noop"))
     return {
         "e2e_p50_ms": hb._pct(zero_work, 0.5),
         "e2e_p99_ms": hb._pct(zero_work, 0.99),
+        **({"e2e_memory_p50_ms": hb._pct(beside, 0.5)} if beside else {}),
         "create_per_s": statistics.median(create_tput),
         "create_p50_ms": hb._pct(create_seq, 0.5),
         "create_p99_ms": hb._pct(create_seq, 0.99),
@@ -314,7 +322,15 @@ class Backend:
             anyio.run(_postgres, self.args.postgres, f'DROP SCHEMA IF EXISTS "{self.pg_schema}" CASCADE')
 
 
-def run_backend(backend: Backend, *, n: int, concurrency: int, repeats: int) -> dict[str, Any]:
+async def _warm_up(url: str) -> None:
+    async with hb.wire_to(url) as wire:
+        for _ in range(100):
+            await _end_to_end(wire, "task_noop")
+
+
+def run_backend(
+    backend: Backend, *, n: int, concurrency: int, repeats: int, reference_url: str | None = None
+) -> dict[str, Any]:
     load_before = _load()
     server = backend.start()
     try:
@@ -331,6 +347,7 @@ def run_backend(backend: Backend, *, n: int, concurrency: int, repeats: int) -> 
                 repeats=repeats,
                 pid=server.process.pid,
                 create_tool=tool,
+                reference_url=reference_url,
             )
         )
     finally:
@@ -346,12 +363,57 @@ def run_backend(backend: Backend, *, n: int, concurrency: int, repeats: int) -> 
 
 
 def _vs_memory(results: dict[str, Any], name: str) -> str:
-    """Zero-work end to end p50 as a multiple of the memory store's (target: <= 1.5x)."""
-    if "memory" not in results:
+    """Zero-work end to end p50 as a multiple of the memory store's (target: <= 1.5x): of the
+    reference memory server's samples taken in turns with this backend's, when there are some."""
+    memory_p50 = results[name].get("e2e_memory_p50_ms")
+    if memory_p50 is None and "memory" in results:
+        memory_p50 = results["memory"]["e2e_p50_ms"]
+    if memory_p50 is None:
         return "-"
-    ratio = results[name]["e2e_p50_ms"] / results["memory"]["e2e_p50_ms"]
+    ratio = results[name]["e2e_p50_ms"] / memory_p50
     results[name]["e2e_ratio_vs_memory"] = ratio
     return f"{ratio:.2f}"
+
+
+def measure_all(
+    names: list[str], args: argparse.Namespace, *, n: int, repeats: int
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each backend in turn: (figures by backend, why a backend was skipped). With `memory` among
+    them, a reference memory-store server stays up for the whole run (see `measure`)."""
+    scratch = Path(tempfile.mkdtemp(prefix="mcptasks-stores-"))
+    results: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    reference: Server | None = None
+    try:
+        if "memory" in names:
+            # The memory-store server the zero-work end-to-end samples of every backend take turns with.
+            reference = Backend("memory", args, scratch).start()
+            reference.wait_ready()
+            anyio.run(_warm_up, reference.url)
+        for name in names:
+            backend = Backend(name, args, scratch)
+            reason = backend.unavailable()
+            if reason:
+                skipped[name] = reason
+                print(f"skipping {name}: {reason}", flush=True)
+                continue
+            print(f"measuring {name} ...", flush=True)
+            try:
+                results[name] = run_backend(
+                    backend,
+                    n=n,
+                    concurrency=args.concurrency,
+                    repeats=repeats,
+                    reference_url=reference.url if reference is not None else None,
+                )
+            except Exception as exc:  # one backend's failure should not lose the others' figures
+                skipped[name] = f"failed: {exc!r}"
+                print(f"{name} failed: {exc!r}", flush=True)
+    finally:
+        if reference is not None:
+            reference.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results, skipped
 
 
 def main() -> None:
@@ -380,30 +442,12 @@ def main() -> None:
     n = 200 if args.quick else 1000
     repeats = args.repeats or (1 if args.quick else 5)
 
-    scratch = Path(tempfile.mkdtemp(prefix="mcptasks-stores-"))
-    results: dict[str, Any] = {}
-    skipped: dict[str, str] = {}
     print(
         f"n={n} (creates per throughput run {n * 2}) concurrency={args.concurrency} repeats={repeats} "
         f"cpus={os.cpu_count()} python={platform.python_version()} load={_load():.2f}",
         flush=True,
     )
-    try:
-        for name in names:
-            backend = Backend(name, args, scratch)
-            reason = backend.unavailable()
-            if reason:
-                skipped[name] = reason
-                print(f"skipping {name}: {reason}", flush=True)
-                continue
-            print(f"measuring {name} ...", flush=True)
-            try:
-                results[name] = run_backend(backend, n=n, concurrency=args.concurrency, repeats=repeats)
-            except Exception as exc:  # one backend's failure should not lose the others' figures
-                skipped[name] = f"failed: {exc!r}"
-                print(f"{name} failed: {exc!r}", flush=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    results, skipped = measure_all(names, args, n=n, repeats=repeats)
 
     ratio = None
     if "redis" in results and "fastmcp-redis" in results:
