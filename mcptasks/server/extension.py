@@ -68,8 +68,10 @@ def _validated_as_is(params: Mapping[str, Any]) -> bool:
     """Whether `_AnyParams` would accept `params` and dump them unchanged: a dict whose `_meta`,
     if any, is a dict without the one key the SDK types (`progressToken`). Such params skip the
     validation round trip."""
+    if type(params) is not dict:
+        return False
     meta = params.get("_meta")
-    return type(params) is dict and (meta is None or (type(meta) is dict and "progressToken" not in meta))
+    return meta is None or (type(meta) is dict and "progressToken" not in meta)
 
 
 def current_owner() -> str:
