@@ -192,6 +192,17 @@ def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> An
         ) from None
 
 
+def _task_id(model: type[GetTaskParams | CancelTaskParams], method: str, params: Mapping[str, Any]) -> str:
+    """`params.taskId` as `model` validates it; plain params (a non-empty string id, `_meta` absent
+    or an object) are read as they are, without building the model (this runs on every poll)."""
+    task_id = params.get("taskId")
+    meta = params.get("_meta")
+    if type(task_id) is str and task_id and "task_id" not in params and (meta is None or type(meta) is dict):
+        return task_id
+    parsed: GetTaskParams | CancelTaskParams = _parse(model, method, params)
+    return parsed.task_id
+
+
 def before_task_only(request: InputRequest) -> bool:
     """Input answered synchronously before a task exists: only requests marked `before_task`."""
     return request.before_task
@@ -538,11 +549,11 @@ class TasksProtocol:
         if not client_opted_in(dict(meta) if meta is not None else None):
             raise missing_extension_error(method)
         if method == "tasks/get":
-            get = _parse(GetTaskParams, method, params)
-            check_routing_headers(method, get.task_id, headers)
+            task_id = _task_id(GetTaskParams, method, params)
+            check_routing_headers(method, task_id, headers)
             with reported_as_unavailable(self.engine.outage_errors):
                 record = await self.engine.get(
-                    get.task_id, owner=owner, throttle=True, yield_first=not over_transport
+                    task_id, owner=owner, throttle=True, yield_first=not over_transport
                 )
             return detailed_task(record, self.engine.poll_interval_ms(record))
         if method == "tasks/update":
@@ -551,8 +562,8 @@ class TasksProtocol:
             with reported_as_unavailable(self.engine.outage_errors):
                 await self.engine.update(update.task_id, update.input_responses, owner=owner)
             return complete()
-        cancel = _parse(CancelTaskParams, method, params)
-        check_routing_headers(method, cancel.task_id, headers)
+        task_id = _task_id(CancelTaskParams, method, params)
+        check_routing_headers(method, task_id, headers)
         with reported_as_unavailable(self.engine.outage_errors):
-            await self.engine.cancel(cancel.task_id, owner=owner)
+            await self.engine.cancel(task_id, owner=owner)
         return complete()
