@@ -192,6 +192,25 @@ def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> An
         ) from None
 
 
+def _opted_in_params(
+    method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None, tasks_allowed: bool
+) -> Mapping[str, Any]:
+    """`params` of a `tasks/*` request (`{}` for none) once the method is served and the request
+    opted in (`meta`, default `params["_meta"]`); -32601, -32602 or -32021 otherwise."""
+    if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
+        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise ProtocolError(INVALID_PARAMS, f"Invalid params for {method}: params must be an object")
+    if meta is None:
+        raw_meta = params.get("_meta")
+        meta = raw_meta if isinstance(raw_meta, Mapping) else None
+    if not client_opted_in(dict(meta) if meta is not None else None):
+        raise missing_extension_error(method)
+    return params
+
+
 def _task_id(model: type[GetTaskParams | CancelTaskParams], method: str, params: Mapping[str, Any]) -> str:
     """`params.taskId` as `model` validates it; plain params (a non-empty string id, `_meta` absent
     or an object) are read as they are, without building the model (this runs on every poll)."""
@@ -537,25 +556,10 @@ class TasksProtocol:
         -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad params or
         unknown/foreign task, -32020 header mismatch.
         """
-        if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping):
-            raise ProtocolError(INVALID_PARAMS, f"Invalid params for {method}: params must be an object")
-        if meta is None:
-            raw_meta = params.get("_meta")
-            meta = raw_meta if isinstance(raw_meta, Mapping) else None
-        if not client_opted_in(dict(meta) if meta is not None else None):
-            raise missing_extension_error(method)
+        params = _opted_in_params(method, params, meta, tasks_allowed)
         if method == "tasks/get":
-            task_id = _task_id(GetTaskParams, method, params)
-            check_routing_headers(method, task_id, headers)
-            with reported_as_unavailable(self.engine.outage_errors):
-                record = await self.engine.get(
-                    task_id, owner=owner, throttle=True, yield_first=not over_transport
-                )
-            return detailed_task(record, self.engine.poll_interval_ms(record))
+            record, interval = await self._read(params, owner, headers, over_transport)
+            return detailed_task(record, interval)
         if method == "tasks/update":
             update = _parse(UpdateTaskParams, method, params)
             check_routing_headers(method, update.task_id, headers)
@@ -567,3 +571,30 @@ class TasksProtocol:
         with reported_as_unavailable(self.engine.outage_errors):
             await self.engine.cancel(task_id, owner=owner)
         return complete()
+
+    async def read_task(
+        self,
+        params: Mapping[str, Any] | None,
+        *,
+        owner: str = ANONYMOUS_OWNER,
+        headers: Mapping[str, str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        over_transport: bool = False,
+    ) -> tuple[TaskRecord, int]:
+        """What `handle("tasks/get", ...)` answers with, before it is rendered: the record and the
+        `pollIntervalMs` to advertise (`detailed_task(record, interval)` is the result). The same
+        checks and errors; a host that keeps the rendered answer of an unchanged task (the same
+        `task_id`, `version` and interval) can send it again."""
+        params = _opted_in_params("tasks/get", params, meta, True)
+        return await self._read(params, owner, headers, over_transport)
+
+    async def _read(
+        self, params: Mapping[str, Any], owner: str, headers: Mapping[str, str] | None, over_transport: bool
+    ) -> tuple[TaskRecord, int]:
+        task_id = _task_id(GetTaskParams, "tasks/get", params)
+        check_routing_headers("tasks/get", task_id, headers)
+        with reported_as_unavailable(self.engine.outage_errors):
+            record = await self.engine.get(
+                task_id, owner=owner, throttle=True, yield_first=not over_transport
+            )
+        return record, self.engine.poll_interval_ms(record)

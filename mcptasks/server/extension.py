@@ -43,7 +43,7 @@ from mcptasks.errors import ProtocolError
 from mcptasks.server.answered_calls import take_from
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.server.listing import TaskToolListing
-from mcptasks.stores.base import TaskStore
+from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
@@ -72,6 +72,19 @@ def _validated_as_is(params: Mapping[str, Any]) -> bool:
         return False
     meta = params.get("_meta")
     return meta is None or (type(meta) is dict and "progressToken" not in meta)
+
+
+def _as_validated(params: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], Any]:
+    """`params` and their `_meta` as the SDK hands them to a handler: validated as `_AnyParams`
+    (pydantic's `ValidationError` when they are not) and dumped, or as they are when that changes
+    nothing (`_validated_as_is`)."""
+    if params is None:
+        params = {}
+    if _validated_as_is(params):
+        return params, params.get("_meta")
+    typed = _AnyParams.model_validate(params, by_name=False)
+    raw = typed.model_dump(by_alias=True, exclude_unset=True)
+    return raw, typed.meta or raw.get("_meta")
 
 
 def current_owner() -> str:
@@ -296,12 +309,21 @@ class TasksExtension(Extension):
     ) -> dict[str, Any]:
         """Answer `tasks/get|update|cancel` as the SDK-registered handler does, params validated
         as the SDK validates them (raises pydantic's `ValidationError` or `MCPError` like it)."""
-        if params is None:
-            params = {}
-        if not _validated_as_is(params):
-            typed = _AnyParams.model_validate(params, by_name=False)
-            return await self._answer(method, typed, headers, typed.meta)
-        return await self._handle(method, params, headers, params.get("_meta"))
+        raw, meta = _as_validated(params)
+        return await self._handle(method, raw, headers, meta)
+
+    async def read_task_request(
+        self, params: Mapping[str, Any] | None, headers: Mapping[str, str] | None
+    ) -> tuple[TaskRecord, int]:
+        """What `answer_task_request("tasks/get", ...)` answers with, before it is rendered: the
+        record and the poll interval (`TasksProtocol.read_task`); the same checks and errors."""
+        raw, meta = _as_validated(params)
+        try:
+            return await self.protocol.read_task(
+                raw, owner=current_owner(), headers=headers, meta=meta, over_transport=True
+            )
+        except ProtocolError as exc:
+            raise _mcp_error(exc) from None
 
     async def _answer(
         self, method: str, params: _AnyParams, headers: Mapping[str, str] | None, meta: Any

@@ -21,7 +21,8 @@ at once (`TasksProtocol.creates_task_at_once`), without `inputResponses` or `req
 when the SDK would not check `Mcp-Param` headers for the tool. When such a call ends otherwise than
 with a `CreateTaskResult` (an immediate result, invalid arguments, an error), the SDK writes the
 answer from the outcome the fast path left for it (`mcptasks.server.answered_calls`): the tool
-runs once either way. Turn it off with `TaskServer.streamable_http_app(fast_path=False)` or
+runs once either way. A `tasks/get` of a task unchanged since its last poll (the same record version
+and poll interval) is answered with the bytes of that poll's result (`mcptasks.server.poll_answers`). Turn it off with `TaskServer.streamable_http_app(fast_path=False)` or
 `mcptasks serve --fast-path off`.
 
 Differences that do not reach the wire: no SDK debug log lines for these requests, and a request
@@ -56,10 +57,13 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcptasks._runtime.protocol import detailed_task
 from mcptasks.server.answered_calls import AnsweredCall, leave_on
 from mcptasks.server.extension import TasksExtension, call_tool_result
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.listen import TaskListenMiddleware
+from mcptasks.server.poll_answers import PollAnswers
+from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
@@ -212,6 +216,7 @@ class TasksFastPath:
         self._vetted: tuple[object, ...] | None = None
         self._stamp: dict[str, Any] | None = None
         self._verdicts: dict[tuple[str | None, ...], bool] = {}
+        self._polls = PollAnswers()
 
     def _takes(self, scope: Scope) -> tuple[dict[str, str], bool] | None:
         """The request's headers and whether they are unique (`_request_headers`) when the fast
@@ -299,10 +304,27 @@ class TasksFastPath:
 
     async def _dispatch(self, req: JSONRPCRequest, headers: dict[str, str]) -> _Answer:
         try:
+            if req.method == "tasks/get":
+                record, interval = await self.extension.read_task_request(req.params, headers)
+                return self._task(req.id, record, interval)
             result = await self.extension.answer_task_request(req.method, req.params, headers)
         except Exception as exc:
             return _Answer(JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc)))
         return _Answer.result(req.id, self._stamped(result))
+
+    def _task(self, request_id: Any, record: TaskRecord, interval: int) -> _Answer:
+        """The `tasks/get` answer for `record`; its result's bytes are kept for the task's next
+        poll (`PollAnswers`). The bytes are `_Answer.result`'s: the envelope around them is fixed."""
+
+        def render() -> bytes:
+            return _JSON.encode(self._stamped(detailed_task(record, interval))).encode()
+
+        try:
+            result = self._polls.answer(record, interval, render)
+            identifier = _JSON.encode(request_id).encode()
+        except (TypeError, ValueError):  # not JSON-native: the SDK's way, as `_Answer.result` does
+            return _Answer.result(request_id, self._stamped(detailed_task(record, interval)))
+        return _Answer(body=b'{"jsonrpc":"2.0","id":' + identifier + b',"result":' + result + b"}")
 
     async def _call_tool(self, scope: Scope, req: JSONRPCRequest) -> _Answer | None:
         """Create the task (or answer its immediate result); an outcome the SDK must shape is

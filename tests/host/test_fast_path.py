@@ -359,6 +359,25 @@ async def test_every_task_request_is_answered_the_same_with_and_without_the_fast
     assert stats.tool_calls == 3 + sum(case.fast for case in tool_cases()), stats.tool_calls
 
 
+async def test_an_unchanged_task_advertising_a_longer_interval_is_answered_with_it() -> None:
+    # The fast path sends an unchanged task's last answer again; the poll interval it advertises
+    # is part of that answer, and adaptive polling lengthens it as the task ages.
+    async with pair(adaptive_poll_max=60.0) as ((on, on_host, _), _):
+        with anyio.fail_after(TIMEOUT * 2):
+            await on.call("A", "gated", {"label": "a"})
+            first = await poll(
+                lambda: on.task("A"), lambda t: t.get("statusMessage") == "a: waiting", what="A"
+            )
+            await anyio.sleep(1.0)
+            later = await on.task("A")
+            on_host.release("a")
+    assert (later["lastUpdatedAt"], later["statusMessage"]) == (
+        first["lastUpdatedAt"],
+        first["statusMessage"],
+    )
+    assert later["pollIntervalMs"] > first["pollIntervalMs"], (first, later)
+
+
 async def test_a_refused_create_is_answered_by_the_sdk_from_the_outcome_the_fast_path_left() -> None:
     # One running task is the limit: the second call is refused (-32000 with retry data). The fast
     # path ran that call once and left the error for the SDK to write.
