@@ -21,7 +21,9 @@ app = TaskServer("mcptasks-robustness")  # no config: the environment's
 @app.task_tool(poll_interval=0.1)
 async def block(seconds: float):
     """Block the whole event loop with `time.sleep` (what a careless body does), then finish."""
-    await anyio.sleep(0.01)  # answered with a task first
+    # Answered with a task first: the answer waits for the record's store write, which on a SQLite
+    # file shared with a peer may wait for the peer's transaction; 0.5 s covers that.
+    await anyio.sleep(0.5)
     time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the point
     yield Result({"pid": os.getpid(), "blocked": seconds})
 

@@ -593,7 +593,8 @@ class TaskEngine:
         statuses it yields meanwhile are held in memory, not written. So the rule is about the
         body alone and a tool gets the same answer on every store: once such a body ended, this
         waits for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the
-        store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited for.
+        store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited
+        for: on asyncio it is seen to (`TaskRun.waits`) and the turns end there.
         After a `start` with `defer`, a None answer means the record is in the store by now (this
         writes it if nothing else did); if that write fails, the body is stopped and this raises.
         """

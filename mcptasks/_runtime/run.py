@@ -173,7 +173,8 @@ class TaskRun:
         self.holding = False
         """Whether yielded statuses are kept in memory for now (`hold_statuses`)."""
         self.yielded = False
-        """Whether the body wrote a checkpoint or asked a question (so it did not end at once)."""
+        """Whether the body wrote a checkpoint, asked a question, or waited on real work while
+        statuses were held (so it did not end at once)."""
         self.ending = False
         """Whether the body is over and its end is being recorded."""
         self._ended: anyio.Event | bool = False
@@ -302,6 +303,12 @@ class TaskRun:
             return
         if written is None:
             await self._halt()
+
+    def waits(self) -> None:
+        """The body suspended on real work (see `Label.waits`): while its end is awaited for an
+        immediate result (`hold_statuses`), that means it did not end at once."""
+        if self.holding:
+            self.yielded = True
 
     def hold_statuses(self) -> None:
         """Keep yielded statuses in memory until `release_statuses` (or the end, which writes the

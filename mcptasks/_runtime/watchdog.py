@@ -9,6 +9,7 @@ not reported. The bookkeeping is two dictionary writes and a clock read per step
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -34,12 +35,19 @@ class Label(Protocol):
     def task_id(self) -> str | None:
         """The task's id; None for an inline run."""
 
+    def waits(self) -> None:
+        """The body suspended on real work: on asyncio, a future (I/O, a sleep, a thread, another
+        task), where a bare checkpoint yields nothing. Never called on trio."""
+
 
 class BodyLabel(NamedTuple):
     """A `Label` for a body run without a task run of its own (inline, input rounds)."""
 
     tool: str
     task_id: str | None
+
+    def waits(self) -> None:
+        """Nothing to note for such a body."""
 
 
 current_body: ContextVar[Label | None] = ContextVar("mcptasks_current_body", default=None)
@@ -84,9 +92,12 @@ class _Stepping(Generator[Any, Any, T]):
         thread = threading.get_ident()
         _holding[thread] = (self._label, time.monotonic())
         try:
-            return self._iterator.send(value)
+            suspended_on = self._iterator.send(value)
         finally:
             _holding.pop(thread, None)
+        if isinstance(suspended_on, asyncio.Future):
+            self._label.waits()
+        return suspended_on
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any:
         """One step: deliver an exception to the awaitable, as a plain await would."""
@@ -94,10 +105,14 @@ class _Stepping(Generator[Any, Any, T]):
         _holding[thread] = (self._label, time.monotonic())
         try:
             if val is None and tb is None:
-                return self._iterator.throw(typ)
-            return self._iterator.throw(typ, val, tb)  # pragma: no cover - the legacy form
+                suspended_on = self._iterator.throw(typ)
+            else:
+                suspended_on = self._iterator.throw(typ, val, tb)  # pragma: no cover - the legacy form
         finally:
             _holding.pop(thread, None)
+        if isinstance(suspended_on, asyncio.Future):
+            self._label.waits()
+        return suspended_on
 
     def close(self) -> None:
         """Close the awaitable (its awaiter was closed)."""

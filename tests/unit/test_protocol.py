@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
@@ -290,6 +291,32 @@ async def test_immediate_results_never_wait_for_a_suspended_body(meta: dict[str,
             created = await protocol.call_tool(name, {}, meta=meta)
             assert created["resultType"] == "task"
             assert not set(created) & NEVER_IN_CREATE
+
+
+@task_tool
+async def next_tick():
+    loop = asyncio.get_running_loop()
+    tick = loop.create_future()
+    loop.call_soon(tick.set_result, None)
+    await tick  # resolved on the loop's very next turn: still waiting on the loop, not a checkpoint
+    yield Result("ticked")
+
+
+async def test_a_body_waiting_on_a_future_is_answered_with_its_task_at_once(
+    anyio_backend: str, meta: dict[str, Any]
+) -> None:
+    # On asyncio the engine sees the body suspend on a future (I/O, a sleep, a thread) and stops
+    # waiting for an immediate result then, however soon the future resolves; a bare checkpoint
+    # (`a_few_turns`) still gets the window's scheduler turns.
+    if anyio_backend != "asyncio":
+        pytest.skip("asyncio futures: trio gives such a body the window's scheduler turns")
+    async with serve(*TOOLS, next_tick, immediate_results=True) as (_, protocol):
+        waiting = await protocol.call_tool("next_tick", {}, meta=meta)
+        turns = await protocol.call_tool("a_few_turns", {}, meta=meta)
+        final = await Client(protocol).finish(waiting["taskId"])
+    assert waiting["resultType"] == "task"
+    assert turns["resultType"] == "complete"
+    assert text_of(final["result"]) == "ticked"
 
 
 async def test_immediate_results_are_the_protocol_default(meta: dict[str, Any]) -> None:
