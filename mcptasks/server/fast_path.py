@@ -21,9 +21,10 @@ at once (`TasksProtocol.creates_task_at_once`), without `inputResponses` or `req
 when the SDK would not check `Mcp-Param` headers for the tool. When such a call ends otherwise than
 with a `CreateTaskResult` (an immediate result, invalid arguments, an error), the SDK writes the
 answer from the outcome the fast path left for it (`mcptasks.server.answered_calls`): the tool
-runs once either way. A `tasks/get` of a task unchanged since its last poll (the same record version
-and poll interval) is answered with the bytes of that poll's result (`mcptasks.server.poll_answers`). Turn it off with `TaskServer.streamable_http_app(fast_path=False)` or
-`mcptasks serve --fast-path off`.
+runs once either way. A `tasks/get` of a task unchanged since its last poll (the same record
+version and poll interval) is answered with the bytes of that poll's result
+(`mcptasks.server.poll_answers`). Turn it off with `TaskServer.streamable_http_app(fast_path=False)`
+or `mcptasks serve --fast-path off`.
 
 Differences that do not reach the wire: no SDK debug log lines for these requests, and a request
 whose client disconnects is answered to the end rather than cancelled. One that does: a request
