@@ -55,7 +55,6 @@ from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
 from mcptasks.stores.base import (
     CHANGED_PREFIX,
-    EMPTY_DICT,
     TaskExists,
     TaskRecord,
     TaskStore,
@@ -132,8 +131,9 @@ class TaskEngine:
     heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts the task
     group with its background duties (change listener, heartbeat, orphan reaper, TTL sweeper,
     the claim loop that runs queued tasks, and one coroutine each that keeps the records of
-    running bodies from expiring and that wakes bodies waiting for input to re-read their record). Leaving stops every body running here (recording
-    `failed` for each) and closes the store.
+    running bodies from expiring and that wakes bodies waiting for input to re-read their
+    record). Leaving stops every body running here (recording `failed` for each) and closes the
+    store.
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
       `postgresql://...`).
@@ -483,7 +483,7 @@ class TaskEngine:
             tool=tool.name,
             ttl_ms=tool.ttl_ms,
             poll_interval_ms=tool.poll_interval_ms,
-            arguments=dict(arguments) if arguments else EMPTY_DICT,
+            arguments=dict(arguments or {}),
             runner=self.instance_id if run_here else None,
             idempotency_key=idempotency_key,
             client_capabilities=self._shared_capabilities(client_capabilities),
@@ -953,8 +953,8 @@ class TaskEngine:
                 result=outcome.result,
                 error=outcome.error,
                 status_message=outcome.message or status_message or record.status_message,
-                input_requests=EMPTY_DICT,
-                input_responses=EMPTY_DICT,
+                input_requests={},
+                input_responses={},
             )
             tool = self.tools.get(record.tool)
             ttl_ms = None if tool is None else tool.ttl_ms
@@ -1075,7 +1075,7 @@ class TaskEngine:
             changed = True
             outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
             return record.evolve(
-                input_requests=outstanding or EMPTY_DICT,
+                input_requests=outstanding,
                 input_responses={**record.input_responses, **accepted},
                 status="input_required" if outstanding else "working",
             )
@@ -1096,10 +1096,7 @@ class TaskEngine:
 
         def change(record: TaskRecord) -> TaskRecord:
             return record.evolve(
-                status="cancelled",
-                status_message=reason,
-                input_requests=EMPTY_DICT,
-                input_responses=EMPTY_DICT,
+                status="cancelled", status_message=reason, input_requests={}, input_responses={}
             )
 
         cancelled = await self._mutate(task_id, change, known=current)

@@ -16,7 +16,7 @@ import anyio
 
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.driver import Outcome
-from mcptasks.stores.base import EMPTY_DICT, TaskRecord
+from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -62,8 +62,8 @@ def requeue(
             attempt=attempt,
             status="working",
             status_message=message,
-            input_requests=EMPTY_DICT,
-            input_responses=EMPTY_DICT,
+            input_requests={},
+            input_responses={},
         )
 
     return change

@@ -23,7 +23,7 @@ from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
-from mcptasks.stores.base import EMPTY_DICT, TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import INVALID_PARAMS
 
 T = TypeVar("T")
@@ -457,7 +457,7 @@ class TaskRun:
 
         def consume(record: TaskRecord) -> TaskRecord:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
-            return record.evolve(input_responses=left or EMPTY_DICT)
+            return record.evolve(input_responses=left)
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()

@@ -51,6 +51,20 @@ EMPTY_LIST: list[Any] = _SharedEmptyList()
 """The same for `transitions` (an empty list, shared, read-only)."""
 
 
+_SHARED_EMPTIES: dict[str, Any] = {
+    "arguments": EMPTY_DICT,
+    "input_requests": EMPTY_DICT,
+    "input_responses": EMPTY_DICT,
+    "transitions": EMPTY_LIST,
+}
+"""The fields whose empty value is the shared one, however a record is built or evolved."""
+
+
+def _is_empty(value: object) -> bool:
+    """An empty plain dict or list (what `_SHARED_EMPTIES` stands in for)."""
+    return (type(value) is dict or type(value) is list) and not value
+
+
 def _empty_dict() -> dict[str, Any]:
     return EMPTY_DICT
 
@@ -104,6 +118,9 @@ class TaskRecord:
     def __post_init__(self) -> None:
         if not self.updated_at:
             self.updated_at = self.created_at
+        for name, empty in _SHARED_EMPTIES.items():
+            if _is_empty(getattr(self, name)):
+                setattr(self, name, empty)
 
     @property
     def terminal(self) -> bool:
@@ -136,6 +153,8 @@ class TaskRecord:
         for name, value in changes.items():
             if name not in _FIELD_NAMES:
                 raise TypeError(f"TaskRecord has no field {name!r}")
+            if name in _SHARED_EMPTIES and _is_empty(value):
+                value = _SHARED_EMPTIES[name]
             setattr(copy, name, value)
         return copy
 

@@ -27,6 +27,15 @@ def test_empty_fields_share_one_read_only_value() -> None:
     assert json.loads(json.dumps(first.to_dict()))["input_requests"] == {}
 
 
+def test_empty_values_given_to_a_record_become_the_shared_ones() -> None:
+    built = TaskRecord("a", "o", "t", arguments={}, input_requests={}, transitions=[])
+    loaded = TaskRecord.from_dict(TaskRecord("b", "o", "t").to_dict() | {"input_responses": {}})
+    evolved = TaskRecord("c", "o", "t", input_requests={"k": {}}).evolve(input_requests={})
+    assert built.arguments is built.input_requests is loaded.input_responses is EMPTY_DICT
+    assert built.transitions is EMPTY_LIST
+    assert evolved.input_requests is EMPTY_DICT
+
+
 def test_changed_copies_get_their_own_values() -> None:
     record = TaskRecord("a", "o", "t").evolve(status="completed", input_responses={"k": 1})
     record.transitions.append([0.0, "failed", None])  # a new list: not the shared one
