@@ -168,10 +168,16 @@ class _Answer:
         """A success: plain `json.dumps` of JSON-native data gives the bytes the SDK's model dump
         gives (`exclude_none` does not reach into `result`); anything else goes the SDK's way."""
         try:
-            body = _JSON.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+            encoded = _JSON.encode(result).encode()
         except (TypeError, ValueError):
             return cls(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
-        return cls(body=body.encode())
+        return cls.encoded(request_id, encoded)
+
+    @classmethod
+    def encoded(cls, request_id: Any, result: bytes) -> _Answer:
+        """A success whose result is already encoded: the bytes `_JSON` gives the whole reply."""
+        identifier = _JSON.encode(request_id).encode()
+        return cls(body=b'{"jsonrpc":"2.0","id":' + identifier + b',"result":' + result + b"}")
 
     async def send(self, send: Send) -> None:
         # What starlette's `Response(content, status_code, media_type="application/json")` sends.
@@ -315,17 +321,16 @@ class TasksFastPath:
 
     def _task(self, request_id: Any, record: TaskRecord, interval: int) -> _Answer:
         """The `tasks/get` answer for `record`; its result's bytes are kept for the task's next
-        poll (`PollAnswers`). The bytes are `_Answer.result`'s: the envelope around them is fixed."""
+        poll (`PollAnswers`)."""
 
         def render() -> bytes:
             return _JSON.encode(self._stamped(detailed_task(record, interval))).encode()
 
         try:
             result = self._polls.answer(record, interval, render)
-            identifier = _JSON.encode(request_id).encode()
         except (TypeError, ValueError):  # not JSON-native: the SDK's way, as `_Answer.result` does
             return _Answer.result(request_id, self._stamped(detailed_task(record, interval)))
-        return _Answer(body=b'{"jsonrpc":"2.0","id":' + identifier + b',"result":' + result + b"}")
+        return _Answer.encoded(request_id, result)
 
     async def _call_tool(self, scope: Scope, req: JSONRPCRequest) -> _Answer | None:
         """Create the task (or answer its immediate result); an outcome the SDK must shape is
