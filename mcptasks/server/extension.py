@@ -83,8 +83,13 @@ def _as_validated(params: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], 
     if _validated_as_is(params):
         return params, params.get("_meta")
     typed = _AnyParams.model_validate(params, by_name=False)
-    raw = typed.model_dump(by_alias=True, exclude_unset=True)
-    return raw, typed.meta or raw.get("_meta")
+    return _dumped(typed, typed.meta)
+
+
+def _dumped(params: _AnyParams, meta: Any) -> tuple[dict[str, Any], Any]:
+    """Validated params as the protocol layer takes them, and their `_meta` (`meta`, else theirs)."""
+    raw = params.model_dump(by_alias=True, exclude_unset=True)
+    return raw, meta or raw.get("_meta")
 
 
 def current_owner() -> str:
@@ -328,8 +333,8 @@ class TasksExtension(Extension):
     async def _answer(
         self, method: str, params: _AnyParams, headers: Mapping[str, str] | None, meta: Any
     ) -> dict[str, Any]:
-        raw = params.model_dump(by_alias=True, exclude_unset=True)
-        return await self._handle(method, raw, headers, meta or raw.get("_meta"))
+        raw, meta = _dumped(params, meta)
+        return await self._handle(method, raw, headers, meta)
 
     async def _handle(
         self, method: str, params: Mapping[str, Any], headers: Mapping[str, str] | None, meta: Any
