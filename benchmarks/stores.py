@@ -137,15 +137,13 @@ def _call(wire: Any, tool: str, opt_in: bool) -> Callable[[], Any]:
     return call
 
 
-async def _end_to_end(wire: Any, tool: str) -> float:
-    """From sending an opted-in `tools/call` of a zero-work task tool until its completed result is
-    in hand: inline when the server answers so, else through `tasks/get` polled back to back."""
-    start = time.perf_counter()
+async def _end_to_end(wire: Any, tool: str) -> None:
+    """An opted-in `tools/call` of a zero-work task tool until its completed result is in hand:
+    inline when the server answers so, else through `tasks/get` polled back to back."""
     created = await wire.create(tool)
     if created.get("resultType") != "complete":
         while (await wire.get(created["taskId"]))["status"] != "completed":
             pass
-    return time.perf_counter() - start
 
 
 async def measure(
@@ -198,13 +196,14 @@ async def measure(
                 raise RuntimeError(f"task {task_id} did not complete within 60 s")
             await anyio.sleep(0.01)
         get_tput = [await timed("get", lambda: wire.get(task_id)) for _ in range(repeats)]
-        zero_work: list[float] = []
+        zero_work_here = partial(_end_to_end, wire, "task_noop")
         beside: list[float] = []
-        for done in range(0, n // 2, hb.TURN):  # runs of `TURN` in a row, as `http.py` takes turns
-            turn = min(hb.TURN, n // 2 - done)
-            zero_work += [await _end_to_end(wire, "task_noop") for _ in range(turn)]
-            if reference_url is not None:
-                beside += [await _end_to_end(reference, "task_noop") for _ in range(turn)]
+        if reference_url is None:
+            zero_work = await hb._sequential(n // 2, zero_work_here)
+        else:  # in turns with the reference, as `http.py` takes turns with its limit server
+            zero_work, beside = await hb._alternating(
+                n // 2, zero_work_here, partial(_end_to_end, reference, "task_noop")
+            )
     return {
         "e2e_p50_ms": hb._pct(zero_work, 0.5),
         "e2e_p99_ms": hb._pct(zero_work, 0.99),
