@@ -11,7 +11,7 @@ applies the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from mcptasks._authoring.context import BodyChannel
@@ -123,8 +123,20 @@ class GatedChannel:
         every request is supported this is the inner channel's own `ask` (no frame of its own
         while the body waits).
         """
+        return self._gate(requests, self.inner.ask)
+
+    def ask_or_park(self, requests: Sequence[InputRequest]) -> Coroutine[Any, Any, list[Any]]:
+        """`ask`, through the inner channel's `ask_or_park` when it has one and every request is
+        supported (the body may then wait without a task; see `TaskRun.ask_or_park`)."""
+        return self._gate(requests, getattr(self.inner, "ask_or_park", self.inner.ask))
+
+    def _gate(
+        self,
+        requests: Sequence[InputRequest],
+        ask_all: Callable[[Sequence[InputRequest]], Coroutine[Any, Any, list[Any]]],
+    ) -> Coroutine[Any, Any, list[Any]]:
         if self.declared is None:
-            return self.inner.ask(requests)
+            return ask_all(requests)
         answers: list[Any] = [None] * len(requests)
         send: list[int] = []
         for index, request in enumerate(requests):
@@ -136,7 +148,7 @@ class GatedChannel:
             else:
                 answers[index] = Unsupported(request.method, capability)
         if len(send) == len(requests):
-            return self.inner.ask(requests)
+            return ask_all(requests)
         return self._ask_some(requests, send, answers)
 
     async def _ask_some(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Sequence
+from contextvars import Context
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -20,6 +21,7 @@ from mcptasks._authoring.results import error_result, to_call_tool_result
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
+from mcptasks._runtime.resumable import movable
 from mcptasks._runtime.watchdog import BodyLabel, Label, current_body, watched
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
@@ -63,6 +65,42 @@ class Interrupt(BaseException):
     that needs input). `run_body` re-raises it to its caller."""
 
 
+class Question(Protocol):
+    """An input request a task issued and waits on (see `Parked`)."""
+
+    def answers(self, park: bool) -> Awaitable[list[Any]]:
+        """Wait for the answers; with `park`, raise `Parked` again while there are none."""
+
+
+class Parked(Interrupt):
+    """Raised by a task's `ask_or_park` once the requests are issued, instead of waiting.
+
+    The driver lets it end the body's task (the engine keeps the generator suspended at its
+    `yield` and resumes it in a new task when answers may have come; `drive_generator` takes it
+    back as `pending`) or, when the body cannot move to another task, waits right there with
+    `answers()`. An `Interrupt`, so nothing between the channel and the driver takes it for a
+    failure. While the body is parked it is all the engine keeps of it, besides the task's run.
+    """
+
+    __slots__ = ("body", "context", "question", "single", "wakeup")
+
+    def __init__(self, question: Question) -> None:
+        super().__init__()
+        self.question = question
+        self.body: AsyncGenerator[Any, Any] | None = None
+        """The generator suspended at the question (set by the driver when it parks)."""
+        self.single = True
+        """Whether the body yielded one request (its `yield` gets one answer, else a tuple)."""
+        self.context: Context | None = None
+        """The body's context variables, for the task that resumes it (set by the engine)."""
+        self.wakeup: object = None
+        """When the engine resumes it to read its record anyway (its own handle, while parked)."""
+
+    def answers(self, *, park: bool = False) -> Awaitable[list[Any]]:
+        """Wait for the answers; with `park`, raise `Parked` again while there are none."""
+        return self.question.answers(park)
+
+
 MAX_MESSAGE = 4000
 """Error messages taken from exceptions are cut to this many characters."""
 
@@ -91,53 +129,81 @@ def _status_text(item: Any) -> str | None:
     return None
 
 
-async def _handle(item: Any, channel: BodyChannel, label: Label | None) -> Any:
-    """Act on one yielded value; return what the `yield` evaluates to."""
+async def _handle(
+    item: Any, channel: BodyChannel, label: Label | None, body: AsyncGenerator[Any, Any] | None
+) -> Any:
+    """Act on one yielded value; return what the `yield` evaluates to.
+
+    `body` is the generator that yielded it when the body may wait for answers without its task
+    (the outermost generator of a task's body): its question may then raise `Parked`.
+    """
     message = _status_text(item)
     if message is not None:
         await channel.set_status(message)
         return None
     if isinstance(item, Delegate):
-        return await drive_generator(item.helper, channel, label=label)
+        return await drive_generator(item.helper, channel, label=label, outermost=False)
+    if isinstance(item, Parked):  # a parked body resumed: its question is still open
+        try:
+            return _answer_value(await item.answers(park=True), item.single)
+        except Parked as again:  # no answers yet after all
+            again.body, again.single = item.body, item.single
+            raise
     requests = as_input_requests(item)
     if requests is not None:
         for request in requests:
             check_json(request.params, f"{request.method} params")
-        answers = await channel.ask(requests)
-        return answers[0] if isinstance(item, InputRequest) else tuple(answers)
+        single = isinstance(item, InputRequest)
+        ask_or_park = getattr(channel, "ask_or_park", None) if body is not None else None
+        if ask_or_park is None:
+            return _answer_value(await channel.ask(requests), single)
+        try:
+            return _answer_value(await ask_or_park(requests), single)
+        except Parked as parked:
+            if not movable(body):  # a block is open around its `yield`: it waits in this task
+                return _answer_value(await parked.answers(), single)
+            parked.body, parked.single = body, single
+            raise
     raise UnsupportedYield(
         "a task body may yield str, Status, an input request, Inputs, Delegate or Result; "
         f"got {type(item).__name__}"
     )
 
 
+def _answer_value(answers: list[Any], single: bool) -> Any:
+    return answers[0] if single else tuple(answers)
+
+
 async def drive_generator(
     generator: AsyncGenerator[Any, Any],
     channel: BodyChannel,
     *,
-    pending: Pending | None = None,
+    pending: Pending | Parked | None = None,
     label: Label | None = None,
+    outermost: bool = True,
 ) -> Any:
     """Run `generator` to its `Result` (or its end) and return the result value (None at the end).
 
     Whatever goes wrong while the body is suspended at a `yield` (a bad value, the client's
     refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
-    body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead.
-    `label` names the body for the watchdog (default: `current_body`).
+    body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead;
+    `Parked` does too, leaving the generator open at its question (resume it by passing the
+    `Parked` back as `pending`). `label` names the body for the watchdog (default:
+    `current_body`). A `Delegate`'s helper is driven with `outermost=False`: it never parks.
     """
     send: Any = None
     throw: BaseException | None = None
+    parked = False
+    body = generator if outermost else None
     try:
-        if pending is None:
-            item = await watched(generator.__anext__(), label)
-        else:
-            item = pending.item
+        item = await _first_item(generator, pending, label)
         while True:
             if isinstance(item, Result):
                 return item.value
             try:
-                send, throw = await _handle(item, channel, label), None
-            except Interrupt:
+                send, throw = await _handle(item, channel, label, body), None
+            except Interrupt as stop:
+                parked = isinstance(stop, Parked)  # then the generator stays open at its question
                 raise
             except BaseException as exc:
                 send, throw = None, exc
@@ -161,7 +227,17 @@ async def drive_generator(
     except StopAsyncIteration:
         return None
     finally:
-        await _close(generator, label)
+        if not parked:
+            await _close(generator, label)
+
+
+async def _first_item(
+    generator: AsyncGenerator[Any, Any], pending: Pending | Parked | None, label: Label | None
+) -> Any:
+    """The first yielded value to handle: the body's first, or the one it stopped at."""
+    if pending is None:
+        return await watched(generator.__anext__(), label)
+    return pending if isinstance(pending, Parked) else pending.item
 
 
 async def _close(generator: AsyncGenerator[Any, Any], label: Label | None) -> None:
@@ -232,7 +308,7 @@ def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Out
 
 
 def body_run(
-    body: Any, channel: BodyChannel, pending: Pending | None, label: Label | None = None
+    body: Any, channel: BodyChannel, pending: Pending | Parked | None, label: Label | None = None
 ) -> Awaitable[Any]:
     """What to await to run an opened body (generator or coroutine) to its result value; `label`
     names it for the watchdog (default: `current_body`)."""

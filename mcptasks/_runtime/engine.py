@@ -13,6 +13,8 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack
+from contextvars import copy_context
+from functools import partial
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
@@ -29,6 +31,7 @@ from mcptasks._runtime.driver import (
     InlineChannel,
     Interrupt,
     Outcome,
+    Parked,
     Pending,
     absorb_stray_cancel,
     body_run,
@@ -172,6 +175,8 @@ class TaskEngine:
         """Records of runs started with `defer=True` and not written yet (the first write stores them)."""
         self._storing: dict[str, anyio.Event] = {}
         """Set when the first write of a deferred record is over (stored, or failed and put back)."""
+        self._unwritten: set[str] = set()
+        """Tasks answered with their immediate result while their end is still being recorded."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -233,13 +238,54 @@ class TaskEngine:
         """Whether `run` is still this engine's run of its task."""
         return self._runs.get(run.task_id) is run
 
-    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
-        """Set `event` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
-        return self._wakeups.set_at(when, event)
+    def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
+        """Call `action` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
+        return self._wakeups.set_at(when, action)
 
     def forget_wakeup(self, wakeup: Wakeup) -> None:
         """Forget a wake-up from `wake_at` (the wait ended sooner)."""
         self._wakeups.cancel(wakeup)
+
+    def parks(self, run: TaskRun) -> bool:
+        """Whether `run`'s body may wait for answers without its task: not while telemetry follows
+        the run (its span belongs to the body's task), nor once it is stopping or out of time."""
+        return (
+            self.observer is None
+            and not self._closing
+            and run.stopped_at is None
+            and (run.deadline is None or anyio.current_time() < run.deadline)
+            and self._spawn_group is not None
+        )
+
+    def resume(self, run: TaskRun) -> None:
+        """Resume `run`'s parked body in a new task, in the body's own context (nothing when it
+        is not parked, or the engine has stopped)."""
+        parked = run.parked
+        group = self._spawn_group
+        if parked is None or group is None or self._runs.get(run.task_id) is not run:
+            return
+        run.parked = None
+        if isinstance(parked.wakeup, Wakeup):
+            self._wakeups.cancel(parked.wakeup)
+        assert parked.context is not None
+        start = partial(
+            group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, parked
+        )
+        parked.context.run(start, name=BODY_TASK_NAME)
+
+    def _park(self, run: TaskRun, parked: Parked) -> None:
+        """Keep a body that waits for answers without its task, until `resume` (an answer, a
+        cancellation, its timeout, or the `input_poll_interval` re-read) gives it a new one."""
+        parked.__traceback__ = parked.__context__ = None  # the frames of the task ending now
+        parked.context = copy_context()
+        run.parked = parked
+        run.scope = None
+        now = anyio.current_time()
+        deadline = math.inf if run.deadline is None else run.deadline
+        if run.stopped_at is not None or self._closing or deadline <= now:
+            self.resume(run)  # stopped meanwhile: the body gets the cancellation at its question
+        else:
+            parked.wakeup = self._wakeups.set_at(min(now + self.input_poll_interval, deadline), run.poke)
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -567,6 +613,7 @@ class TaskEngine:
     def _drop_run(self, task_id: str) -> None:
         run = self._runs.pop(task_id, None)
         if run is not None:
+            self._unwritten.discard(task_id)
             run.end()
             self._retention.forget(run)
             left = self._active_by_owner[run.owner] - 1
@@ -591,10 +638,12 @@ class TaskEngine:
         Call it right after `start`. A body ends at once when it returns within `IMMEDIATE_TURNS`
         scheduler turns of starting without writing a checkpoint or asking a question; the
         statuses it yields meanwhile are held in memory, not written. So the rule is about the
-        body alone and a tool gets the same answer on every store: once such a body ended, this
-        waits for its end to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds), however the
-        store schedules its writes. A body that suspends on real work (I/O, sleeps) is not waited
-        for: on asyncio it is seen to (`TaskRun.waits`) and the turns end there.
+        body alone and a tool gets the same answer on every store. Once such a body ended with a
+        result, that is returned while its end is still being written (`_answers_unwritten`);
+        otherwise (an error, or `Limits.max_unwritten_results` reached) this waits for the end
+        to be recorded (at most `IMMEDIATE_WRITE_WAIT` seconds). A body that suspends on real
+        work (I/O, sleeps) is not waited for: on asyncio it is seen to (`TaskRun.waits`) and the
+        turns end there.
         After a `start` with `defer`, a None answer means the record is in the store by now (this
         writes it if nothing else did); if that write fails, the body is stopped and this raises.
         """
@@ -628,9 +677,26 @@ class TaskEngine:
             run.release_statuses()
         if run.yielded or not run.ending:
             return None
+        if self._answers_unwritten(run):
+            self._unwritten.add(task_id)
+            return run.outcome
         with anyio.move_on_after(IMMEDIATE_WRITE_WAIT):
             await run.ended.wait()
         return run.final
+
+    def _answers_unwritten(self, run: TaskRun) -> bool:
+        """Whether an immediate result is answered before its end is in the store.
+
+        The answer does not name the task, so nobody waits for its record; a record whose write
+        fails is kept and written once the store answers, as any task's end. Only an outcome the
+        call is answered with (a result), and at most `Limits.max_unwritten_results` at once.
+        """
+        return (
+            run.outcome is not None
+            and run.outcome.result is not None
+            and self._runs.get(run.task_id) is run
+            and len(self._unwritten) < self.limits.max_unwritten_results
+        )
 
     async def _store_deferred(
         self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None] | None
@@ -727,7 +793,7 @@ class TaskEngine:
         args: dict[str, Any],
         run: TaskRun,
         owner: str,
-        prepared: StartedBody | None,
+        prepared: StartedBody | Parked | None,
     ) -> Coroutine[Any, Any, None]:
         """The coroutine that runs one body and records its end (inside `EngineObserver.executing`
         when observed; without an observer, no frame of its own: a working task holds less)."""
@@ -743,7 +809,7 @@ class TaskEngine:
         args: dict[str, Any],
         run: TaskRun,
         owner: str,
-        prepared: StartedBody | None,
+        prepared: StartedBody | Parked | None,
     ) -> None:
         with observer.executing(record):
             await self._run_and_settle(tool, args, run, owner, prepared)
@@ -754,7 +820,7 @@ class TaskEngine:
         args: dict[str, Any],
         run: TaskRun,
         owner: str,
-        prepared: StartedBody | None,
+        prepared: StartedBody | Parked | None,
     ) -> None:
         """Run one body in this task, then record its outcome.
 
@@ -766,7 +832,7 @@ class TaskEngine:
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
-                channel = self._begin(run, tool, scope)
+                channel = self._begin(run, tool, scope, resumed=isinstance(prepared, Parked))
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
                 del args, prepared  # the body holds what it needs; this frame lives as long as it
                 # `settle_body`, without a frame of its own while the body runs
@@ -774,6 +840,9 @@ class TaskEngine:
                 try:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
+                except Parked as parked:  # it waits for answers without this task
+                    self._park(run, parked)
+                    return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
                 outcome = end if isinstance(end, Outcome) else _HALTED
@@ -791,14 +860,18 @@ class TaskEngine:
                 raise
             self._spawn_group.start_soon(self._settle_shielded, run, outcome)
 
-    def _begin(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> BodyChannel:
-        """Put a run under `scope` (stop, timeout), keep its record, and give its body's channel."""
+    def _begin(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope, *, resumed: bool) -> BodyChannel:
+        """Put a run under `scope` (stop, timeout), keep its record (from its first start; a
+        `resumed` body keeps its deadline too), and give its body's channel."""
         run.scope = scope
         if run.stopped_at is not None or self._closing:
             scope.cancel()
         if tool.timeout_ms is not None:
-            scope.deadline = anyio.current_time() + tool.timeout_ms / 1000
-        self._keep_while_running(run, tool)
+            if run.deadline is None:
+                run.deadline = anyio.current_time() + tool.timeout_ms / 1000
+            scope.deadline = run.deadline
+        if not resumed:
+            self._keep_while_running(run, tool)
         declared = run.record.client_capabilities if run.record is not None else None
         return gated(run, declared, tool.name)
 
@@ -809,9 +882,12 @@ class TaskEngine:
         run: TaskRun,
         channel: BodyChannel,
         owner: str,
-        prepared: StartedBody | None,
-    ) -> tuple[Any, Pending | None]:
-        """The body to run and the yield it stopped at (a body handed over from input rounds)."""
+        prepared: StartedBody | Parked | None,
+    ) -> tuple[Any, Pending | Parked | None]:
+        """The body to run and the yield it stopped at (a body handed over from input rounds, or
+        one resumed at its question)."""
+        if isinstance(prepared, Parked):
+            return prepared.body, prepared
         if prepared is None:
             context = TaskContext(channel, owner=owner, tool=tool.name)
             return tool.open_body(args, context, self._limiter), None
@@ -824,6 +900,7 @@ class TaskEngine:
 
     async def _settle_shielded(self, run: TaskRun, outcome: Outcome | None) -> None:
         run.ending = True
+        run.outcome = outcome
         try:
             if not self._closing:
                 await self._settle(run, outcome)

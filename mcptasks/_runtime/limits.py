@@ -19,6 +19,7 @@ _COUNTS = frozenset(
         "max_status_length",
         "max_input_requests",
         "threads",
+        "max_unwritten_results",
     }
 )
 
@@ -42,6 +43,9 @@ class Limits:
       is logged (None: no watchdog).
     - `cancel_grace`: seconds a body may keep running after it was cancelled before a warning
       names it; shutdown waits at most this long for such bodies.
+    - `max_unwritten_results`: immediate results answered before their records are in the store
+      (at most this many at once; more wait for their write). 0: every immediate result waits
+      until its record is stored.
     """
 
     max_active_per_owner: int | None = 1000
@@ -54,6 +58,7 @@ class Limits:
     threads: int = 32
     blocking_threshold: float | None = 1.0
     cancel_grace: float = 10.0
+    max_unwritten_results: int = 256
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -64,7 +69,7 @@ class Limits:
                 raise ValueError(f"Limits.{spec.name} must be a finite number, got {value!r}")
             if spec.name in _COUNTS and not isinstance(value, int):
                 raise ValueError(f"Limits.{spec.name} must be a whole number, got {value!r}")
-            if spec.name == "status_interval" and value == 0:
+            if spec.name in ("status_interval", "max_unwritten_results") and value == 0:
                 continue
             if value <= 0:
                 raise ValueError(f"Limits.{spec.name} must be positive, got {value!r}")

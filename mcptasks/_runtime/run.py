@@ -17,7 +17,7 @@ import anyio
 
 from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
-from mcptasks._runtime.driver import Outcome, wire_requests
+from mcptasks._runtime.driver import Outcome, Parked, wire_requests
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
@@ -77,11 +77,17 @@ class RunHost(Protocol):
     def hosts(self, run: TaskRun) -> bool:
         """Whether `run` is still the engine's run of its task."""
 
-    def wake_at(self, when: float, event: anyio.Event) -> Wakeup:
-        """Set `event` at `when` (`anyio.current_time()` clock)."""
+    def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
+        """Call `action` at `when` (`anyio.current_time()` clock)."""
 
     def forget_wakeup(self, wakeup: Wakeup) -> None:
         """Forget a wake-up from `wake_at` (the wait ended sooner)."""
+
+    def parks(self, run: TaskRun) -> bool:
+        """Whether `run`'s body may wait for answers without its task now (`ask_or_park`)."""
+
+    def resume(self, run: TaskRun) -> None:
+        """Resume `run`'s parked body in a new task (nothing when it is not parked)."""
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -108,12 +114,35 @@ def _error_response(raw: Any) -> ProtocolError | None:
     return None
 
 
+class Question:
+    """One `ask`: its requests, the answers parsed so far, and the keys it waits on. It outlives
+    the task of a body that parks (`TaskRun.ask_or_park`)."""
+
+    __slots__ = ("keys", "parsed", "pending", "rejected", "run", "todo")
+
+    def __init__(self, run: TaskRun, requests: Sequence[InputRequest]) -> None:
+        self.run = run
+        self.pending = list(requests)
+        self.parsed: list[Any] = [None] * len(self.pending)
+        self.rejected = [0] * len(self.pending)
+        """How many invalid answers each request got."""
+        self.todo = list(range(len(self.pending)))
+        """The requests still to be answered (validly)."""
+        self.keys: dict[int, str] | None = None
+        """The keys the requests in `todo` were issued under (None: not issued yet)."""
+
+    def answers(self, park: bool) -> Awaitable[list[Any]]:
+        """Go on waiting for the answers (see `TaskRun.ask_or_park`)."""
+        return self.run._answer(self, park)
+
+
 class TaskRun:
     """A body running on this engine; it is also the body's `BodyChannel`."""
 
     __slots__ = (
         "_ended",
         "attempt",
+        "deadline",
         "ending",
         "expires_at",
         "final",
@@ -121,7 +150,9 @@ class TaskRun:
         "holding",
         "host",
         "next_status_at",
+        "outcome",
         "owner",
+        "parked",
         "pending_status",
         "record",
         "renew_at",
@@ -155,11 +186,18 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The newest copy of the record this run wrote or read (saves a read before a write)."""
         self.scope: anyio.CancelScope | None = None
+        self.deadline: float | None = None
+        """When the tool's timeout stops the body (`anyio.current_time()` clock; None: no timeout)."""
+        self.parked: Parked | None = None
+        """The body, while it waits for answers without a task."""
         self.renew_at: float | None = None
         """When the engine next moves the record's expiry (None: not scheduled)."""
         self.waiters: list[anyio.Event] | None = None
         """One event per `ask` waiting for answers (a body may wait in several at once)."""
         self.stop_outcome: Outcome | None = None
+        self.outcome: Outcome | None = None
+        """How the body ended, from when its end starts being recorded (None until then, and for
+        an end with nothing to record, such as the engine shutting down)."""
         self.final: Outcome | None = None
         """The outcome recorded when the body ended."""
         self.saved: Any = None
@@ -204,7 +242,9 @@ class TaskRun:
         return self.stopped_at is not None or self.host.stopping
 
     def poke(self) -> None:
-        """Wake the body if it waits for input."""
+        """Wake the body if it waits for input (resume it, when parked)."""
+        if self.parked is not None:
+            self.host.resume(self)
         for waiter in self.waiters or ():
             waiter.set()
 
@@ -216,6 +256,8 @@ class TaskRun:
             self.stopped_at = time.monotonic()
         if self.scope is not None:
             self.scope.cancel()
+        elif self.parked is not None:
+            self.host.resume(self)  # the body gets the cancellation at its question
 
     def owns(self, record: TaskRecord) -> bool:
         """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
@@ -354,21 +396,35 @@ class TaskRun:
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
+        return await self._answer(self._question(requests), False)
+
+    async def ask_or_park(self, requests: Sequence[InputRequest]) -> list[Any]:
+        """`ask`, except that once the requests are issued and not all answered, `Parked` is
+        raised instead of waiting when the engine lets the body wait without its task
+        (`RunHost.parks`); resuming continues the same question (`Parked.answers`)."""
+        return await self._answer(self._question(requests), self.host.parks(self))
+
+    def _question(self, requests: Sequence[InputRequest]) -> Question:
         self.yielded = True
-        pending = list(requests)
         limit = self.host.limits.max_input_requests
         outstanding = len(self.record.input_requests) if self.record is not None else 0
-        if outstanding + len(pending) > limit:
+        if outstanding + len(requests) > limit:
             raise InvalidValue(
                 f"a task may have at most {limit} input requests outstanding; "
-                f"{outstanding} are and {len(pending)} more were yielded"
+                f"{outstanding} are and {len(requests)} more were yielded"
             )
-        answers: list[Any] = [None] * len(pending)
-        rejected = [0] * len(pending)
-        todo = list(range(len(pending)))
-        while todo:
-            keys = await self._issue(_chosen(pending, todo))
-            received = await self._await_answers(keys)
+        return Question(self, requests)
+
+    async def _answer(self, question: Question, park: bool) -> list[Any]:
+        """Issue what `question` still needs, wait for the answers, take and parse them; invalid
+        answers are asked again (at most `MAX_INVALID_ANSWERS` times each)."""
+        pending = question.pending
+        while question.todo:
+            if question.keys is None:
+                question.keys = await self._issue(_chosen(pending, question.todo))
+            keys = question.keys
+            received = await self._await_answers(keys, question if park else None)
+            question.keys = None
             await self._take_answers(keys)
             retry: list[int] = []
             for index, raw in received.items():
@@ -376,10 +432,10 @@ class TaskRun:
                 if refusal is not None:
                     raise refusal
                 try:
-                    answers[index] = pending[index].parse(raw)
+                    question.parsed[index] = pending[index].parse(raw)
                 except InvalidAnswer as exc:
-                    rejected[index] += 1
-                    if rejected[index] >= MAX_INVALID_ANSWERS:
+                    question.rejected[index] += 1
+                    if question.rejected[index] >= MAX_INVALID_ANSWERS:
                         raise ProtocolError(
                             INVALID_PARAMS,
                             f"The client answered {pending[index].method} with invalid content "
@@ -387,8 +443,8 @@ class TaskRun:
                         ) from None
                     pending[index] = pending[index].retry_with(str(exc))
                     retry.append(index)
-            todo = retry
-        return answers
+            question.todo = retry
+        return question.parsed
 
     async def _issue(self, requests: dict[int, InputRequest]) -> dict[int, str]:
         """Add the requests to the record under fresh, never reused keys; return the keys."""
@@ -416,9 +472,10 @@ class TaskRun:
             log_task("input_required", written)
         return keys
 
-    async def _await_answers(self, keys: dict[int, str]) -> dict[int, Any]:
+    async def _await_answers(self, keys: dict[int, str], parking: Question | None) -> dict[int, Any]:
         """Wait until every key has an answer; return the answers (still in the record).
 
+        With `parking` (the question the keys belong to), raise `Parked` instead of waiting.
         This frame stays alive while the body waits, so it holds no closures (their cells would
         too) and nothing the wait does not need.
         """
@@ -439,7 +496,9 @@ class TaskRun:
                     received = _answered(keys, record.input_responses)
                     if len(received) == len(keys):
                         break
-                    wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake)
+                    if parking is not None and not wake.is_set() and self.host.parks(self):
+                        raise Parked(parking)
+                    wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake.set)
                     try:
                         await wake.wait()
                     finally:

@@ -1,6 +1,8 @@
-"""`Wakeups`: one engine duty that sets events at given times, instead of a timer per waiter."""
+"""`Wakeups`: one engine duty that calls actions at given times, instead of a timer per waiter."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import anyio
 
@@ -8,22 +10,22 @@ from mcptasks._runtime.timers import Timer, TimerHeap
 
 
 class Wakeup(Timer):
-    """A scheduled wake-up: `event` is set at `at` (anyio clock); None once cancelled or set."""
+    """A scheduled wake-up: `action` is called at `at` (anyio clock); None once cancelled or done."""
 
-    __slots__ = ("event",)
+    __slots__ = ("action",)
 
-    def __init__(self, at: float, event: anyio.Event) -> None:
+    def __init__(self, at: float, action: Callable[[], object]) -> None:
         self.at = at
-        self.event: anyio.Event | None = event
+        self.action: Callable[[], object] | None = action
 
     @property
     def live(self) -> bool:
         """Whether the wake-up is still to happen."""
-        return self.event is not None
+        return self.action is not None
 
 
 class Wakeups:
-    """Sets each scheduled event at its time (the anyio clock); `run_forever` is the engine's duty.
+    """Calls each scheduled action at its time (the anyio clock); `run_forever` is the engine's duty.
 
     A body waiting for input re-reads its record every `input_poll_interval` unless woken sooner;
     scheduling its wake-up here costs a heap entry instead of a cancel scope with its own timer.
@@ -36,25 +38,26 @@ class Wakeups:
         """How many wake-ups are scheduled and not cancelled."""
         return len(self._timers)
 
-    def set_at(self, when: float, event: anyio.Event) -> Wakeup:
-        """Set `event` at `when` (`anyio.current_time()` clock); `cancel` the result to forget it."""
-        wakeup = Wakeup(when, event)
+    def set_at(self, when: float, action: Callable[[], object]) -> Wakeup:
+        """Call `action` (quick, not raising) at `when` (`anyio.current_time()` clock); `cancel`
+        the result to forget it."""
+        wakeup = Wakeup(when, action)
         self._timers.push(wakeup)
         return wakeup
 
     def cancel(self, wakeup: Wakeup) -> None:
         """Forget a wake-up that is no longer needed (its wait ended); harmless once it fired."""
-        if wakeup.event is None:
+        if wakeup.action is None:
             return
-        wakeup.event = None
+        wakeup.action = None
         self._timers.cancelled()
 
     async def run_forever(self) -> None:
-        """Sleep until the earliest wake-up (or an earlier one is scheduled), set it, repeat."""
+        """Sleep until the earliest wake-up (or an earlier one is scheduled), call it, repeat."""
         timers = self._timers
         while True:
             await timers.sleep(anyio.current_time)
             for wakeup in timers.take_due(anyio.current_time()):
-                event, wakeup.event = wakeup.event, None
-                if event is not None:
-                    event.set()
+                action, wakeup.action = wakeup.action, None
+                if action is not None:
+                    action()

@@ -14,7 +14,7 @@ import pytest
 from helpers import opted_in_meta, serve, wait_for, wait_idle
 from operator_stores import store_url
 
-from mcptasks import Elicit, ProtocolError, Result, Status, TaskContext, task_tool
+from mcptasks import Elicit, Limits, ProtocolError, Result, Status, TaskContext, task_tool
 from mcptasks.stores import MemoryTaskStore
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import TaskRecord, TaskStore
@@ -132,12 +132,13 @@ async def saves_first(ctx: TaskContext, n: int) -> int:
 
 
 async def one_write_for_an_immediate_result(url: str) -> None:
-    """A body that ends at once is stored once, already completed, before the call is answered."""
+    """A body that ends at once is stored once, already completed."""
     store = CountedWrites(store_from_url(url))
-    async with serve(instant, store=store, immediate_results=True) as (_, protocol):  # type: ignore[arg-type]
+    async with serve(instant, store=store, immediate_results=True) as (engine, protocol):  # type: ignore[arg-type]
         answer = await protocol.call_tool("instant", {"n": 21}, meta=opted_in_meta())
         assert answer["resultType"] == "complete"
         assert answer["structuredContent"] == {"result": 42}
+        await wait_idle(engine)  # the answer does not wait for the write
         assert store.writes == ["create"]
         (record,) = (await store.inner.list_tasks(TaskQuery(tools=frozenset({"instant"})))).records
         assert record.status == "completed"
@@ -173,6 +174,95 @@ async def an_idempotent_call_runs_once(url: str) -> None:
     assert first["resultType"] == "complete"
     assert again["resultType"] == "task" and again["taskId"] == runs[0]
     assert len(runs) == 1
+
+
+class HeldCreates:
+    """A store whose creates wait until `release()`; every other call goes straight through."""
+
+    def __init__(self, inner: TaskStore) -> None:
+        self.inner = inner
+        self.durable = inner.durable
+        self.entered = 0
+        self._open = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        self.entered += 1
+        await self._open.wait()
+        return await self.inner.create(record)
+
+    def release(self) -> None:
+        self._open.set()
+
+
+async def answered_before_the_write(url: str) -> None:
+    """An immediate result is answered while its record is still being written; then it is stored."""
+    store = HeldCreates(store_from_url(url))
+    async with serve(instant, store=store, immediate_results=True) as (engine, protocol):  # type: ignore[arg-type]
+        with anyio.fail_after(30):  # waiting for the write would wait for `release()` forever
+            answer = await protocol.call_tool("instant", {"n": 4}, meta=opted_in_meta())
+        assert answer["resultType"] == "complete" and answer["structuredContent"] == {"result": 8}
+        assert store.entered == 1 and engine.active_runs == 1  # its write is still held
+        query = TaskQuery(tools=frozenset({"instant"}))
+        assert (await store.inner.list_tasks(query)).records == []
+        store.release()
+        await wait_idle(engine)
+        (record,) = (await store.inner.list_tasks(query)).records
+        assert record.status == "completed" and record.result is not None
+        assert record.result["structuredContent"] == {"result": 8}
+
+
+async def waits_for_the_write_beyond_the_limit(url: str, limit: int) -> None:
+    """Past `max_unwritten_results` answered-but-unwritten results, a call waits for its write."""
+    store = HeldCreates(store_from_url(url))
+    limits = Limits(max_unwritten_results=limit)
+    answers: list[dict[str, Any]] = []
+
+    async def call(n: int) -> None:
+        answers.append(await protocol.call_tool("instant", {"n": n}, meta=opted_in_meta()))
+
+    async with serve(instant, store=store, immediate_results=True, limits=limits) as (engine, protocol):  # type: ignore[arg-type]
+        for n in range(limit):
+            await call(n)  # answered, writes held
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(call, limit)
+            await anyio.wait_all_tasks_blocked()
+            assert store.entered == limit + 1 and len(answers) == limit  # the last one waits
+            store.release()
+        assert [answer["structuredContent"]["result"] for answer in answers] == [
+            2 * n for n in range(limit + 1)
+        ]
+        await wait_idle(engine)
+        assert (
+            len((await store.inner.list_tasks(TaskQuery(tools=frozenset({"instant"})))).records) == limit + 1
+        )
+
+
+class FlakyCreates(MemoryTaskStore):
+    """A memory store whose first create fails as an unreachable store's would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        if not self.failures:
+            self.failures += 1
+            raise OSError("the store is unreachable")
+        return await super().create(record)
+
+
+async def test_an_answered_result_whose_write_fails_is_stored_on_retry() -> None:
+    # The client has its result; the record is still written once the store answers.
+    store = FlakyCreates()
+    async with serve(instant, store=store, immediate_results=True) as (engine, protocol):
+        answer = await protocol.call_tool("instant", {"n": 5}, meta=opted_in_meta())
+        assert answer["resultType"] == "complete" and answer["structuredContent"] == {"result": 10}
+        await wait_idle(engine)
+        (record,) = (await store.list_tasks(TaskQuery(tools=frozenset({"instant"})))).records
+    assert store.failures == 1 and record.status == "completed"
 
 
 class RefusingStore(MemoryTaskStore):
@@ -215,6 +305,15 @@ async def test_an_idempotent_call_runs_once_on_memory() -> None:
     await an_idempotent_call_runs_once("memory://")
 
 
+async def test_answered_before_the_write_on_memory() -> None:
+    await answered_before_the_write("memory://")
+
+
+@pytest.mark.parametrize("limit", [0, 2])
+async def test_waits_for_the_write_beyond_the_limit_on_memory(limit: int) -> None:
+    await waits_for_the_write_beyond_the_limit("memory://", limit)
+
+
 class TestSharedStores:
     @pytest.fixture
     def anyio_backend(self) -> str:
@@ -234,3 +333,9 @@ class TestSharedStores:
 
     async def test_an_idempotent_call_runs_once_on_shared_stores(self, store_url: str) -> None:
         await an_idempotent_call_runs_once(store_url)
+
+    async def test_answered_before_the_write_on_shared_stores(self, store_url: str) -> None:
+        await answered_before_the_write(store_url)
+
+    async def test_waits_for_the_write_beyond_the_limit_on_shared_stores(self, store_url: str) -> None:
+        await waits_for_the_write_beyond_the_limit(store_url, 1)

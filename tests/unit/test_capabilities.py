@@ -69,6 +69,14 @@ async def mixed():
 
 
 @task_tool(poll_interval=0.05)
+async def asks_then_samples():
+    """A declared question, then, once it is answered, an undeclared one."""
+    confirm = yield Elicit("Go?")
+    sample = yield Sample("Say hi")
+    yield Result([confirm.action, isinstance(sample, Unsupported)])
+
+
+@task_tool(poll_interval=0.05)
 async def imperative(ctx: TaskContext) -> str:
     """The same rule through `TaskContext`."""
     roots = await ctx.list_roots()
@@ -87,7 +95,7 @@ async def needs_sampling():
     yield Result(reply.text)
 
 
-TOOLS = (approve, must_ask, mixed, imperative, needs_sampling)
+TOOLS = (approve, must_ask, mixed, asks_then_samples, imperative, needs_sampling)
 
 
 async def finish(protocol: TasksProtocol, task_id: str) -> dict[str, Any]:
@@ -148,6 +156,19 @@ async def test_only_the_declared_requests_of_several_are_sent() -> None:
         await Client(protocol).update(created["taskId"], {key: {"action": "decline"}})
         done = await finish(protocol, created["taskId"])
     assert done["result"]["structuredContent"] == {"result": ["decline", True]}
+
+
+async def test_the_capabilities_still_apply_after_the_body_waited_for_an_answer() -> None:
+    # The body waits for the first answer without its task; resumed, it is still gated.
+    async with serve(*TOOLS) as (engine, protocol):
+        created = await protocol.call_tool("asks_then_samples", {}, meta=meta("elicitation"))
+        waiting = await wait_for_input(protocol, created["taskId"], count=1)
+        (key,) = waiting["inputRequests"]
+        await Client(protocol).update(created["taskId"], {key: accept({})})
+        done = await finish(protocol, created["taskId"])
+        record = await engine.get(created["taskId"], owner="anonymous")
+    assert done["result"]["structuredContent"] == {"result": ["accept", True]}
+    assert record.input_key_counter == 1  # the sampling request was never issued
 
 
 async def test_task_context_helpers_get_unsupported_too() -> None:

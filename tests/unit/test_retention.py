@@ -178,14 +178,14 @@ async def test_records_of_running_bodies_are_kept_past_their_ttl() -> None:
             await wait_for_status(engine, record.task_id, "completed", owner="o")
 
 
-async def test_wakeups_set_each_event_at_its_time_earliest_first() -> None:
+async def test_wakeups_call_each_action_at_its_time_earliest_first() -> None:
     wakeups = Wakeups()
     late, soon = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(wakeups.run_forever)
         await anyio.lowlevel.checkpoint()
-        wakeups.set_at(anyio.current_time() + 3600, late)
-        wakeups.set_at(anyio.current_time(), soon)  # earlier than the one the duty sleeps for
+        wakeups.set_at(anyio.current_time() + 3600, late.set)
+        wakeups.set_at(anyio.current_time(), soon.set)  # earlier than the one the duty sleeps for
         with anyio.fail_after(10):
             await soon.wait()
         task_group.cancel_scope.cancel()
@@ -195,13 +195,13 @@ async def test_wakeups_set_each_event_at_its_time_earliest_first() -> None:
 
 def test_cancelled_wakeups_are_forgotten_and_compacted() -> None:
     wakeups = Wakeups()
-    entries = [wakeups.set_at(1000.0 + i, anyio.Event()) for i in range(1000)]
+    entries = [wakeups.set_at(1000.0 + i, anyio.Event().set) for i in range(1000)]
     for entry in entries[:900]:
         wakeups.cancel(entry)
         wakeups.cancel(entry)  # twice is harmless
     assert len(wakeups) == 100
     assert wakeups._timers.held <= 2 * 100 + 65
-    assert all(entry.event is None for entry in entries[:900])
+    assert all(entry.action is None for entry in entries[:900])
 
 
 async def test_a_body_waiting_for_input_sees_an_answer_written_without_a_notification() -> None:
