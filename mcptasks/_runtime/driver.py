@@ -82,7 +82,7 @@ class Parked(Interrupt):
     failure. While the body is parked it is all the engine keeps of it, besides the task's run.
     """
 
-    __slots__ = ("body", "context", "question", "single", "wakeup")
+    __slots__ = ("body", "channel", "context", "question", "single", "wakeup")
 
     def __init__(self, question: Question) -> None:
         super().__init__()
@@ -93,6 +93,8 @@ class Parked(Interrupt):
         """Whether the body yielded one request (its `yield` gets one answer, else a tuple)."""
         self.context: Context | None = None
         """The body's context variables, for the task that resumes it (set by the engine)."""
+        self.channel: BodyChannel | None = None
+        """The body's channel, for the task that resumes it (set by the engine)."""
         self.wakeup: object = None
         """When the engine resumes it to read its record anyway (its own handle, while parked)."""
 

@@ -273,13 +273,14 @@ class TaskEngine:
         )
         parked.context.run(start, name=BODY_TASK_NAME)
 
-    def _park(self, run: TaskRun, parked: Parked) -> None:
+    def _park(self, run: TaskRun, parked: Parked, channel: BodyChannel) -> None:
         """Keep a body that waits for answers without its task, until `resume` (an answer, a
         cancellation, its timeout, or the `input_poll_interval` re-read) gives it a new one."""
         parked.__traceback__ = parked.__context__ = None  # the frames of the task ending now
         parked.context = copy_context()
+        parked.channel = channel
         run.parked = parked
-        run.scope = None
+        run.scope = run.record = None  # the record is read again when the body resumes
         now = anyio.current_time()
         deadline = math.inf if run.deadline is None else run.deadline
         if run.stopped_at is not None or self._closing or deadline <= now:
@@ -832,7 +833,7 @@ class TaskEngine:
         outcome: Outcome | None = None
         try:
             with anyio.CancelScope() as scope:
-                channel = self._begin(run, tool, scope, resumed=isinstance(prepared, Parked))
+                channel = self._begin(run, tool, scope, prepared if isinstance(prepared, Parked) else None)
                 body, pending = await self._open_body(tool, args, run, channel, owner, prepared)
                 del args, prepared  # the body holds what it needs; this frame lives as long as it
                 # `settle_body`, without a frame of its own while the body runs
@@ -841,7 +842,7 @@ class TaskEngine:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
                 except Parked as parked:  # it waits for answers without this task
-                    self._park(run, parked)
+                    self._park(run, parked, channel)
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
@@ -860,9 +861,11 @@ class TaskEngine:
                 raise
             self._spawn_group.start_soon(self._settle_shielded, run, outcome)
 
-    def _begin(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope, *, resumed: bool) -> BodyChannel:
+    def _begin(
+        self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope, resumed: Parked | None
+    ) -> BodyChannel:
         """Put a run under `scope` (stop, timeout), keep its record (from its first start; a
-        `resumed` body keeps its deadline too), and give its body's channel."""
+        `resumed` body keeps its deadline and its channel too), and give its body's channel."""
         run.scope = scope
         if run.stopped_at is not None or self._closing:
             scope.cancel()
@@ -870,8 +873,9 @@ class TaskEngine:
             if run.deadline is None:
                 run.deadline = anyio.current_time() + tool.timeout_ms / 1000
             scope.deadline = run.deadline
-        if not resumed:
-            self._keep_while_running(run, tool)
+        if resumed is not None and resumed.channel is not None:
+            return resumed.channel
+        self._keep_while_running(run, tool)
         declared = run.record.client_capabilities if run.record is not None else None
         return gated(run, declared, tool.name)
 
