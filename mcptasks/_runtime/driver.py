@@ -77,7 +77,7 @@ class Parked(Interrupt):
 
     The driver lets it end the body's task (the engine keeps the generator suspended at its
     `yield` and resumes it in a new task when answers may have come; `drive_generator` takes it
-    back as `pending`) or, when the body cannot move to another task, waits right there with
+    back as the `Pending` item) or, when the body cannot move to another task, waits right there with
     `answers()`. An `Interrupt`, so nothing between the channel and the driver takes it for a
     failure. While the body is parked it is all the engine keeps of it, besides the task's run.
     """
@@ -180,7 +180,7 @@ async def drive_generator(
     generator: AsyncGenerator[Any, Any],
     channel: BodyChannel,
     *,
-    pending: Pending | Parked | None = None,
+    pending: Pending | None = None,
     label: Label | None = None,
     outermost: bool = True,
 ) -> Any:
@@ -189,8 +189,8 @@ async def drive_generator(
     Whatever goes wrong while the body is suspended at a `yield` (a bad value, the client's
     refusal, a cancellation of a scope the body opened around the `yield`) is thrown into the
     body at that `yield`, where it belongs. `Interrupt` from the channel ends the run instead;
-    `Parked` does too, leaving the generator open at its question (resume it by passing the
-    `Parked` back as `pending`). `label` names the body for the watchdog (default:
+    `Parked` does too, leaving the generator open at its question (resume it with
+    `Pending(parked)`). `label` names the body for the watchdog (default:
     `current_body`). A `Delegate`'s helper is driven with `outermost=False`: it never parks.
     """
     send: Any = None
@@ -198,7 +198,10 @@ async def drive_generator(
     parked = False
     body = generator if outermost else None
     try:
-        item = await _first_item(generator, pending, label)
+        if pending is None:
+            item = await watched(generator.__anext__(), label)
+        else:
+            item = pending.item
         while True:
             if isinstance(item, Result):
                 return item.value
@@ -212,20 +215,9 @@ async def drive_generator(
             if throw is None:
                 item = await watched(generator.asend(send), label)
                 continue
-            if not isinstance(throw, anyio.get_cancelled_exc_class()):
-                item = await watched(generator.athrow(throw), label)
-                continue
-            # A cancellation while suspended: the engine's (task cancelled, shutdown) or a scope the
-            # body opened around its `yield` (PEP 789). Deliver it; if the body yields again while
-            # the cancellation still stands, it is ignoring the engine's: close it.
             item = await watched(generator.athrow(throw), label)
-            if cancelled_here():
+            if isinstance(throw, anyio.get_cancelled_exc_class()) and _ignored_by_body(generator):
                 return None
-            logger.warning(
-                "task tool body %s was cancelled by its own task group or cancel scope while suspended "
-                "at a yield; open task groups and cancel scopes inside the body, not around a yield",
-                getattr(generator, "__qualname__", generator),
-            )
     except StopAsyncIteration:
         return None
     finally:
@@ -233,13 +225,19 @@ async def drive_generator(
             await _close(generator, label)
 
 
-async def _first_item(
-    generator: AsyncGenerator[Any, Any], pending: Pending | Parked | None, label: Label | None
-) -> Any:
-    """The first yielded value to handle: the body's first, or the one it stopped at."""
-    if pending is None:
-        return await watched(generator.__anext__(), label)
-    return pending if isinstance(pending, Parked) else pending.item
+def _ignored_by_body(generator: AsyncGenerator[Any, Any]) -> bool:
+    """After a cancellation delivered at a `yield` (the engine's: task cancelled, shutdown; or a
+    scope the body opened around its `yield`, PEP 789), the body yielded again: whether the
+    cancellation still stands, so it is ignoring the engine's (close it). Otherwise its own scope
+    was cancelled, which is logged."""
+    if cancelled_here():
+        return True
+    logger.warning(
+        "task tool body %s was cancelled by its own task group or cancel scope while suspended "
+        "at a yield; open task groups and cancel scopes inside the body, not around a yield",
+        getattr(generator, "__qualname__", generator),
+    )
+    return False
 
 
 async def _close(generator: AsyncGenerator[Any, Any], label: Label | None) -> None:
@@ -310,7 +308,7 @@ def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Out
 
 
 def body_run(
-    body: Any, channel: BodyChannel, pending: Pending | Parked | None, label: Label | None = None
+    body: Any, channel: BodyChannel, pending: Pending | None, label: Label | None = None
 ) -> Awaitable[Any]:
     """What to await to run an opened body (generator or coroutine) to its result value; `label`
     names it for the watchdog (default: `current_body`)."""

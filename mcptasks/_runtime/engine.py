@@ -56,13 +56,7 @@ from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores.base import (
-    CHANGED_PREFIX,
-    TaskExists,
-    TaskRecord,
-    TaskStore,
-    combined_replace,
-)
+from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore, combined_replace
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -281,12 +275,11 @@ class TaskEngine:
         parked.channel = channel
         run.parked = parked
         run.scope = run.record = None  # the record is read again when the body resumes
-        now = anyio.current_time()
-        deadline = math.inf if run.deadline is None else run.deadline
-        if run.stopped_at is not None or self._closing or deadline <= now:
-            self.resume(run)  # stopped meanwhile: the body gets the cancellation at its question
-        else:
-            parked.wakeup = self._wakeups.set_at(min(now + self.input_poll_interval, deadline), run.poke)
+        # `parks` allowed this just now: nothing stopped the run since (no await in between).
+        wake_at = anyio.current_time() + self.input_poll_interval
+        if run.deadline is not None:
+            wake_at = min(wake_at, run.deadline)
+        parked.wakeup = self._wakeups.set_at(wake_at, run.poke)
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -887,11 +880,11 @@ class TaskEngine:
         channel: BodyChannel,
         owner: str,
         prepared: StartedBody | Parked | None,
-    ) -> tuple[Any, Pending | Parked | None]:
+    ) -> tuple[Any, Pending | None]:
         """The body to run and the yield it stopped at (a body handed over from input rounds, or
         one resumed at its question)."""
         if isinstance(prepared, Parked):
-            return prepared.body, prepared
+            return prepared.body, Pending(prepared)
         if prepared is None:
             context = TaskContext(channel, owner=owner, tool=tool.name)
             return tool.open_body(args, context, self._limiter), None
