@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
+from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from mcptasks._authoring.values import shared_json
 from mcptasks.errors import MCPTasksError
 
 T = TypeVar("T")
@@ -85,6 +87,8 @@ class InputRequest:
     The answer is the client's response object, unparsed. Subclasses parse it; a subclass raises
     `InvalidAnswer` to have the request issued again under a fresh key.
     """
+
+    __slots__ = ("before_task", "key", "method", "params", "required")
 
     method: str
     params: dict[str, Any]
@@ -177,17 +181,26 @@ variable (`answer: Answer[Publish] = yield Elicit(..., Publish)`) lets a type ch
 """
 
 
+_EMPTY_SCHEMA: dict[str, Any] = shared_json({"type": "object", "properties": {}})
+
+_MODEL_SCHEMAS: WeakKeyDictionary[type[BaseModel], dict[str, Any]] = WeakKeyDictionary()
+"""Each model's `requestedSchema`, made once and shared (read-only) by every `Elicit` of it."""
+
+
 def _elicitation_schema(schema: type[BaseModel] | dict[str, Any] | None) -> dict[str, Any]:
     if schema is None:
-        return {"type": "object", "properties": {}}
+        return _EMPTY_SCHEMA
     if isinstance(schema, dict):
         if schema.get("type") != "object":
             raise ValueError("an elicitation schema must be a JSON object schema ({'type': 'object', ...})")
         return schema
     if isinstance(schema, type) and issubclass(schema, BaseModel):
-        generated = schema.model_json_schema()
-        generated.pop("title", None)
-        return generated
+        shared = _MODEL_SCHEMAS.get(schema)
+        if shared is None:
+            generated = schema.model_json_schema()
+            generated.pop("title", None)
+            shared = _MODEL_SCHEMAS[schema] = shared_json(generated)
+        return shared
     raise TypeError(f"schema must be a pydantic model class or a JSON schema dict, not {schema!r}")
 
 
@@ -199,6 +212,8 @@ class Elicit(InputRequest, Generic[ModelT]):
     Evaluates to `Accepted(data)`, `Declined()` or `Cancelled()` (or `Unsupported`): annotate
     the variable with `Answer[Model]` to have it type-checked.
     """
+
+    __slots__ = ("message", "schema")
 
     def __init__(
         self,
@@ -292,6 +307,8 @@ class Sample(InputRequest):
     """Ask the client's model for a completion (`sampling/createMessage`); evaluates to `Sampled`
     (or `Unsupported`): annotate the variable with `SampleAnswer`."""
 
+    __slots__ = ()
+
     def __init__(
         self,
         messages: str | Sequence[str | dict[str, Any]],
@@ -359,6 +376,8 @@ RootsAnswer: TypeAlias = Roots | Unsupported
 class ListRoots(InputRequest):
     """Ask the client for its roots (`roots/list`); evaluates to `Roots` (or `Unsupported`):
     annotate the variable with `RootsAnswer`."""
+
+    __slots__ = ()
 
     def __init__(self, *, key: str | None = None, before_task: bool = False, required: bool = False) -> None:
         super().__init__("roots/list", {}, key=key, before_task=before_task, required=required)

@@ -65,8 +65,20 @@ class Interrupt(BaseException):
     that needs input). `run_body` re-raises it to its caller."""
 
 
-class Question(Protocol):
-    """An input request a task issued and waits on (see `Parked`)."""
+class OpenQuestion(Protocol):
+    """An input request a task issued and waits on (see `Parked`), with what resuming its body
+    needs while the body waits without its task: all the engine keeps of it, besides its run."""
+
+    body: AsyncGenerator[Any, Any] | None
+    """The generator suspended at the question (set by the driver when it parks)."""
+    single: bool
+    """Whether the body yielded one request (its `yield` gets one answer, else a tuple)."""
+    context: Context | None
+    """The body's context variables, for the task that resumes it (set by the engine)."""
+    channel: BodyChannel | None
+    """The body's channel, for the task that resumes it (set by the engine)."""
+    wakeup: object
+    """When the engine resumes the body to read its record anyway (its own handle)."""
 
     def answers(self, park: bool) -> Awaitable[list[Any]]:
         """Wait for the answers; with `park`, raise `Parked` again while there are none."""
@@ -76,31 +88,17 @@ class Parked(Interrupt):
     """Raised by a task's `ask_or_park` once the requests are issued, instead of waiting.
 
     The driver lets it end the body's task (the engine keeps the generator suspended at its
-    `yield` and resumes it in a new task when answers may have come; `drive_generator` takes it
-    back as the `Pending` item) or, when the body cannot move to another task, waits right there with
-    `answers()`. An `Interrupt`, so nothing between the channel and the driver takes it for a
-    failure. While the body is parked it is all the engine keeps of it, besides the task's run.
+    `yield`, on the `question`, and resumes it in a new task when answers may have come;
+    `drive_generator` takes a `Parked` back as the `Pending` item) or, when the body cannot move
+    to another task, waits right there with `question.answers`. An `Interrupt`, so nothing
+    between the channel and the driver takes it for a failure.
     """
 
-    __slots__ = ("body", "channel", "context", "question", "single", "wakeup")
+    __slots__ = ("question",)
 
-    def __init__(self, question: Question) -> None:
+    def __init__(self, question: OpenQuestion) -> None:
         super().__init__()
         self.question = question
-        self.body: AsyncGenerator[Any, Any] | None = None
-        """The generator suspended at the question (set by the driver when it parks)."""
-        self.single = True
-        """Whether the body yielded one request (its `yield` gets one answer, else a tuple)."""
-        self.context: Context | None = None
-        """The body's context variables, for the task that resumes it (set by the engine)."""
-        self.channel: BodyChannel | None = None
-        """The body's channel, for the task that resumes it (set by the engine)."""
-        self.wakeup: object = None
-        """When the engine resumes it to read its record anyway (its own handle, while parked)."""
-
-    def answers(self, *, park: bool = False) -> Awaitable[list[Any]]:
-        """Wait for the answers; with `park`, raise `Parked` again while there are none."""
-        return self.question.answers(park)
 
 
 MAX_MESSAGE = 4000
@@ -146,11 +144,7 @@ async def _handle(
     if isinstance(item, Delegate):
         return await drive_generator(item.helper, channel, label=label, outermost=False)
     if isinstance(item, Parked):  # a parked body resumed: its question is still open
-        try:
-            return _answer_value(await item.answers(park=True), item.single)
-        except Parked as again:  # no answers yet after all
-            again.body, again.single = item.body, item.single
-            raise
+        return _answer_value(await item.question.answers(True), item.question.single)
     requests = as_input_requests(item)
     if requests is not None:
         for request in requests:
@@ -162,9 +156,10 @@ async def _handle(
         try:
             return _answer_value(await ask_or_park(requests), single)
         except Parked as parked:
+            question = parked.question
             if not movable(body):  # a block is open around its `yield`: it waits in this task
-                return _answer_value(await parked.answers(), single)
-            parked.body, parked.single = body, single
+                return _answer_value(await question.answers(False), single)
+            question.body, question.single = body, single
             raise
     raise UnsupportedYield(
         "a task body may yield str, Status, an input request, Inputs, Delegate or Result; "

@@ -30,6 +30,7 @@ from mcptasks._runtime.driver import (
     STOPPED,
     InlineChannel,
     Interrupt,
+    OpenQuestion,
     Outcome,
     Parked,
     Pending,
@@ -254,32 +255,31 @@ class TaskEngine:
     def resume(self, run: TaskRun) -> None:
         """Resume `run`'s parked body in a new task, in the body's own context (nothing when it
         is not parked, or the engine has stopped)."""
-        parked = run.parked
+        question = run.parked
         group = self._spawn_group
-        if parked is None or group is None or self._runs.get(run.task_id) is not run:
+        if question is None or group is None or self._runs.get(run.task_id) is not run:
             return
         run.parked = None
-        if isinstance(parked.wakeup, Wakeup):
-            self._wakeups.cancel(parked.wakeup)
-        assert parked.context is not None
+        if isinstance(question.wakeup, Wakeup):
+            self._wakeups.cancel(question.wakeup)
+        assert question.context is not None
         start = partial(
-            group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, parked
+            group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, Parked(question)
         )
-        parked.context.run(start, name=BODY_TASK_NAME)
+        question.context.run(start, name=BODY_TASK_NAME)
 
-    def _park(self, run: TaskRun, parked: Parked, channel: BodyChannel) -> None:
+    def _park(self, run: TaskRun, question: OpenQuestion, channel: BodyChannel) -> None:
         """Keep a body that waits for answers without its task, until `resume` (an answer, a
         cancellation, its timeout, or the `input_poll_interval` re-read) gives it a new one."""
-        parked.__traceback__ = parked.__context__ = None  # the frames of the task ending now
-        parked.context = copy_context()
-        parked.channel = channel
-        run.parked = parked
+        question.context = copy_context()
+        question.channel = channel
+        run.parked = question
         run.scope = run.record = None  # the record is read again when the body resumes
         # `parks` allowed this just now: nothing stopped the run since (no await in between).
         wake_at = anyio.current_time() + self.input_poll_interval
         if run.deadline is not None:
             wake_at = min(wake_at, run.deadline)
-        parked.wakeup = self._wakeups.set_at(wake_at, run.poke)
+        question.wakeup = self._wakeups.set_at(wake_at, run.poke)
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -835,7 +835,7 @@ class TaskEngine:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.limits.max_result_bytes)
                 except Parked as parked:  # it waits for answers without this task
-                    self._park(run, parked, channel)
+                    self._park(run, parked.question, channel)
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
@@ -866,8 +866,8 @@ class TaskEngine:
             if run.deadline is None:
                 run.deadline = anyio.current_time() + tool.timeout_ms / 1000
             scope.deadline = run.deadline
-        if resumed is not None and resumed.channel is not None:
-            return resumed.channel
+        if resumed is not None and resumed.question.channel is not None:
+            return resumed.question.channel
         self._keep_while_running(run, tool)
         declared = run.record.client_capabilities if run.record is not None else None
         return gated(run, declared, tool.name)
@@ -884,7 +884,7 @@ class TaskEngine:
         """The body to run and the yield it stopped at (a body handed over from input rounds, or
         one resumed at its question)."""
         if isinstance(prepared, Parked):
-            return prepared.body, Pending(prepared)
+            return prepared.question.body, Pending(prepared)
         if prepared is None:
             context = TaskContext(channel, owner=owner, tool=tool.name)
             return tool.open_body(args, context, self._limiter), None

@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from contextvars import Context
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
 from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
-from mcptasks._runtime.driver import Outcome, Parked, wire_requests
+from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry, gave_up
 from mcptasks._runtime.tasklog import log_task
@@ -25,6 +26,9 @@ from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import INVALID_PARAMS
+
+if TYPE_CHECKING:
+    from mcptasks._authoring.context import BodyChannel
 
 T = TypeVar("T")
 
@@ -116,24 +120,55 @@ def _error_response(raw: Any) -> ProtocolError | None:
 
 class Question:
     """One `ask`: its requests, the answers parsed so far, and the keys it waits on. It outlives
-    the task of a body that parks (`TaskRun.ask_or_park`)."""
+    the task of a body that parks (`TaskRun.ask_or_park`), and then keeps what resuming the body
+    needs (`OpenQuestion`); what only a retry needs is made when one happens."""
 
-    __slots__ = ("keys", "parsed", "pending", "rejected", "run", "todo")
+    __slots__ = (
+        "body",
+        "channel",
+        "context",
+        "keys",
+        "parsed",
+        "rejected",
+        "requests",
+        "run",
+        "single",
+        "todo",
+        "wakeup",
+    )
 
     def __init__(self, run: TaskRun, requests: Sequence[InputRequest]) -> None:
         self.run = run
-        self.pending = list(requests)
-        self.parsed: list[Any] = [None] * len(self.pending)
-        self.rejected = [0] * len(self.pending)
-        """How many invalid answers each request got."""
-        self.todo = list(range(len(self.pending)))
-        """The requests still to be answered (validly)."""
-        self.keys: dict[int, str] | None = None
-        """The keys the requests in `todo` were issued under (None: not issued yet)."""
+        self.requests = requests
+        """The requests, by index (a list once an invalid answer has replaced one)."""
+        self.parsed: list[Any] | None = None
+        """The parsed answers, by index (None: none yet)."""
+        self.rejected: list[int] | None = None
+        """How many invalid answers each request got (None: none yet)."""
+        self.todo: list[int] | None = None
+        """The indexes of the requests still to be answered validly (None: all of them)."""
+        self.keys: tuple[str, ...] | None = None
+        """The keys the requests in `todo` were issued under, in order (None: not issued yet)."""
+        self.body: AsyncGenerator[Any, Any] | None = None
+        self.single = True
+        self.context: Context | None = None
+        self.channel: BodyChannel | None = None
+        self.wakeup: object = None
 
     def answers(self, park: bool) -> Awaitable[list[Any]]:
         """Go on waiting for the answers (see `TaskRun.ask_or_park`)."""
         return self.run._answer(self, park)
+
+    def reject(self, index: int, replacement: InputRequest) -> int:
+        """Count an invalid answer to request `index`, which is asked again as `replacement`;
+        return how many it got."""
+        if self.rejected is None:
+            self.rejected = [0] * len(self.requests)
+        if not isinstance(self.requests, list):
+            self.requests = list(self.requests)
+        self.requests[index] = replacement
+        self.rejected[index] += 1
+        return self.rejected[index]
 
 
 class TaskRun:
@@ -188,7 +223,7 @@ class TaskRun:
         self.scope: anyio.CancelScope | None = None
         self.deadline: float | None = None
         """When the tool's timeout stops the body (`anyio.current_time()` clock; None: no timeout)."""
-        self.parked: Parked | None = None
+        self.parked: OpenQuestion | None = None
         """The body, while it waits for answers without a task."""
         self.renew_at: float | None = None
         """When the engine next moves the record's expiry (None: not scheduled)."""
@@ -418,50 +453,50 @@ class TaskRun:
     async def _answer(self, question: Question, park: bool) -> list[Any]:
         """Issue what `question` still needs, wait for the answers, take and parse them; invalid
         answers are asked again (at most `MAX_INVALID_ANSWERS` times each)."""
-        pending = question.pending
-        while question.todo:
+        while True:
+            requests = question.requests
+            todo = range(len(requests)) if question.todo is None else question.todo
+            if not todo:
+                assert question.parsed is not None
+                return question.parsed
             if question.keys is None:
-                question.keys = await self._issue(_chosen(pending, question.todo))
+                question.keys = await self._issue([requests[i] for i in todo])
             keys = question.keys
             received = await self._await_answers(keys, question if park else None)
             question.keys = None
             await self._take_answers(keys)
+            if question.parsed is None:
+                question.parsed = [None] * len(requests)
             retry: list[int] = []
-            for index, raw in received.items():
+            for index, raw in zip(todo, received, strict=True):
                 refusal = _error_response(raw)
                 if refusal is not None:
                     raise refusal
+                request = question.requests[index]
                 try:
-                    question.parsed[index] = pending[index].parse(raw)
+                    question.parsed[index] = request.parse(raw)
                 except InvalidAnswer as exc:
-                    question.rejected[index] += 1
-                    if question.rejected[index] >= MAX_INVALID_ANSWERS:
+                    if question.reject(index, request.retry_with(str(exc))) >= MAX_INVALID_ANSWERS:
                         raise ProtocolError(
                             INVALID_PARAMS,
-                            f"The client answered {pending[index].method} with invalid content "
+                            f"The client answered {request.method} with invalid content "
                             f"{MAX_INVALID_ANSWERS} times; last problem: {exc}",
                         ) from None
-                    pending[index] = pending[index].retry_with(str(exc))
                     retry.append(index)
             question.todo = retry
-        return question.parsed
 
-    async def _issue(self, requests: dict[int, InputRequest]) -> dict[int, str]:
+    async def _issue(self, requests: Sequence[InputRequest]) -> tuple[str, ...]:
         """Add the requests to the record under fresh, never reused keys; return the keys."""
-        keys: dict[int, str] = {}
+        keys: list[str] = []
 
         def issue(record: TaskRecord) -> TaskRecord | None:
-            if keys and all(k in record.input_requests or k in record.input_responses for k in keys.values()):
+            if keys and all(k in record.input_requests or k in record.input_responses for k in keys):
                 return None  # an earlier try landed although its reply was lost (keys are never reused)
             counter = record.input_key_counter
-            keys.clear()
-            for index, request in requests.items():
-                counter += 1
-                keys[index] = f"{request.key or 'input'}-{counter}"
-            issued = wire_requests(list(requests.values()), list(keys.values()))
+            keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
             return record.evolve(
-                input_requests={**record.input_requests, **issued},
-                input_key_counter=counter,
+                input_requests={**record.input_requests, **wire_requests(requests, keys)},
+                input_key_counter=counter + len(requests),
                 status="input_required",
             )
 
@@ -470,10 +505,10 @@ class TaskRun:
             await self._halt()
         else:
             log_task("input_required", written)
-        return keys
+        return tuple(keys)
 
-    async def _await_answers(self, keys: dict[int, str], parking: Question | None) -> dict[int, Any]:
-        """Wait until every key has an answer; return the answers (still in the record).
+    async def _await_answers(self, keys: tuple[str, ...], parking: Question | None) -> list[Any]:
+        """Wait until every key has an answer; return the answers, in order (still in the record).
 
         With `parking` (the question the keys belong to), raise `Parked` instead of waiting.
         This frame stays alive while the body waits, so it holds no closures (their cells would
@@ -494,7 +529,7 @@ class TaskRun:
                         raise AssertionError("unreachable")  # pragma: no cover
                     self.record = record
                     received = _answered(keys, record.input_responses)
-                    if len(received) == len(keys):
+                    if received is not None:
                         break
                     if parking is not None and not wake.is_set() and self.host.parks(self):
                         raise Parked(parking)
@@ -510,9 +545,9 @@ class TaskRun:
                 self.waiters = None
         return received
 
-    async def _take_answers(self, keys: dict[int, str]) -> None:
+    async def _take_answers(self, keys: tuple[str, ...]) -> None:
         """Take the answers to `keys` out of the record (they were received)."""
-        consumed = set(keys.values())
+        consumed = set(keys)
 
         def consume(record: TaskRecord) -> TaskRecord:
             left = {k: v for k, v in record.input_responses.items() if k not in consumed}
@@ -522,11 +557,8 @@ class TaskRun:
             await self._halt()
 
 
-def _chosen(requests: list[InputRequest], indexes: list[int]) -> dict[int, InputRequest]:
-    """`requests` at `indexes`, by index."""
-    return {i: requests[i] for i in indexes}
-
-
-def _answered(keys: dict[int, str], responses: dict[str, Any]) -> dict[int, Any]:
-    """The responses received for `keys`, by the index of their request."""
-    return {i: responses[key] for i, key in keys.items() if key in responses}
+def _answered(keys: tuple[str, ...], responses: dict[str, Any]) -> list[Any] | None:
+    """The responses received for `keys`, in order, once there is one for each (else None)."""
+    if all(key in responses for key in keys):
+        return [responses[key] for key in keys]
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import anyio
@@ -234,6 +236,33 @@ def test_elicit_rejects_non_object_schema() -> None:
         Elicit("x", schema={"type": "string"})
     with pytest.raises(TypeError, match="schema"):
         Elicit("x", schema=int)  # type: ignore[arg-type]
+
+
+def test_elicitations_of_one_model_share_one_read_only_schema() -> None:
+    first, second = Elicit("a?", schema=Confirm), Elicit("b?", schema=Confirm)
+    schema = first.params["requestedSchema"]
+    assert second.params["requestedSchema"] is schema
+    assert Elicit("c?").params["requestedSchema"] is Elicit("d?").params["requestedSchema"]
+    assert json.loads(json.dumps(first.params)) == {
+        "message": "a?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "confirm": {"title": "Confirm", "type": "boolean"},
+                "note": {"default": "", "title": "Note", "type": "string"},
+            },
+            "required": ["confirm"],
+        },
+    }
+    with pytest.raises(TypeError, match="shared"):
+        schema["properties"]["note"]["default"] = "x"
+    with pytest.raises(TypeError, match="shared"):
+        schema["required"].append("note")
+    mine = copy.deepcopy(schema)
+    mine["required"].append("note")
+    assert type(mine) is dict and type(mine["required"]) is list
+    assert schema["required"] == ["confirm"]
+    assert Elicit("e?", schema=Confirm).params["requestedSchema"]["required"] == ["confirm"]
 
 
 def test_elicit_parse_unit() -> None:
