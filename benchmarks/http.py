@@ -236,16 +236,28 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Figures:
-    """Measures one operation: p50/p99 at one in flight, throughput and server CPU per request."""
+    """Measures one operation: p50/p99 at one in flight, throughput and server CPU per request.
+
+    With `beside` (a request to the limit server, process `beside_pid`), each one-in-flight sample
+    takes turns with the limit's (`_alternating`), and the limit's throughput and CPU per request
+    are measured again right before the operation's, so every ratio divides two figures taken
+    within seconds of each other (on a shared machine the speed of a core can change from one
+    minute to the next, and a limit measured once at the start would move every ratio with it).
+    """
 
     def __init__(
-        self, pid: int, n: int, concurrency: int, beside: Callable[[], Awaitable[Any]] | None = None
+        self,
+        pid: int,
+        n: int,
+        concurrency: int,
+        beside: Callable[[], Awaitable[Any]] | None = None,
+        beside_pid: int | None = None,
     ) -> None:
         self.pid = pid
         self.n = n
         self.concurrency = concurrency
         self.beside = beside
-        """A request to the limit server, taking turns with each one-in-flight sample."""
+        self.beside_pid = beside_pid
         self.out: dict[str, float] = {}
 
     async def run(self, name: str, op: Callable[[], Awaitable[Any]]) -> None:
@@ -256,9 +268,16 @@ class Figures:
             self.out[f"{name}_limit_p50_ms"] = _pct(limit, 0.5)
         self.out[f"{name}_p50_ms"] = _pct(samples, 0.5)
         self.out[f"{name}_p99_ms"] = _pct(samples, 0.99)
-        before = cpu_seconds(self.pid)
-        self.out[f"{name}_per_s"] = await _throughput(self.n * 2, self.concurrency, op)
-        self.out[f"{name}_cpu_ms"] = (cpu_seconds(self.pid) - before) * 1000.0 / (self.n * 2)
+        if self.beside is not None and self.beside_pid is not None:
+            rate, cpu_ms = await self._throughput(self.beside_pid, self.beside)
+            self.out[f"{name}_limit_per_s"], self.out[f"{name}_limit_cpu_ms"] = rate, cpu_ms
+        self.out[f"{name}_per_s"], self.out[f"{name}_cpu_ms"] = await self._throughput(self.pid, op)
+
+    async def _throughput(self, pid: int, op: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
+        """Requests per second over 2n requests, and the server's CPU ms per request meanwhile."""
+        before = cpu_seconds(pid)
+        rate = await _throughput(self.n * 2, self.concurrency, op)
+        return rate, (cpu_seconds(pid) - before) * 1000.0 / (self.n * 2)
 
 
 async def _create_to_result(wire: Wire, tool: str) -> float:
@@ -299,17 +318,25 @@ async def measure_limit(url: str, pid: int, *, n: int, concurrency: int) -> dict
 
 
 async def measure(
-    url: str, pid: int, *, n: int, concurrency: int, limit_url: str | None = None
+    url: str,
+    pid: int,
+    *,
+    n: int,
+    concurrency: int,
+    limit_url: str | None = None,
+    limit_pid: int | None = None,
 ) -> dict[str, float]:
     """Run every measurement against the mcptasks server at `url` (process `pid`); with
-    `limit_url`, one-in-flight samples take turns with requests to the limit server there."""
+    `limit_url` (process `limit_pid`), one-in-flight samples take turns with requests to the
+    limit server there, and its throughput is measured again before each operation's."""
     async with wire_to(url) as wire, wire_to(limit_url or url) as limit:
         for _ in range(200):  # warm-up
             await wire.plain_call()
             await wire.create()
             if limit_url is not None:
                 await limit.get("t")
-        figures = Figures(pid, n, concurrency, (lambda: limit.get("t")) if limit_url is not None else None)
+        beside = (lambda: limit.get("t")) if limit_url is not None else None
+        figures = Figures(pid, n, concurrency, beside, limit_pid)
         await figures.run("plain", wire.plain_call)
         await figures.run("create", lambda: wire.create("task_park"))
         latency = [await _create_to_result(wire, "task_noop") for _ in range(n // 2)]
@@ -420,10 +447,10 @@ def _gc_summary(path: Path) -> dict[str, float]:
 
 
 def run_mode(
-    args: argparse.Namespace, n: int, mode: str, server_core: int | None, limit_url: str
+    args: argparse.Namespace, n: int, mode: str, server_core: int | None, limit: tuple[str, int]
 ) -> dict[str, float]:
-    """Start the server variant `mode`, measure it (its one-in-flight samples taking turns with
-    the limit server at `limit_url`), stop it; its figures with its GC pauses."""
+    """Start the server variant `mode`, measure it (beside the limit server at `limit`: its URL
+    and process id), stop it; its figures with its GC pauses."""
     fast_path, freeze = MODES[mode]
     with tempfile.TemporaryDirectory() as scratch:
         stats = Path(scratch) / "gc.json"
@@ -433,7 +460,15 @@ def run_mode(
         )
         try:
             figures = anyio.run(
-                partial(measure, url, process.pid, n=n, concurrency=args.concurrency, limit_url=limit_url)
+                partial(
+                    measure,
+                    url,
+                    process.pid,
+                    n=n,
+                    concurrency=args.concurrency,
+                    limit_url=limit[0],
+                    limit_pid=limit[1],
+                )
             )
         finally:
             _stop(process)
@@ -451,7 +486,7 @@ def run_all(args: argparse.Namespace, n: int) -> dict[str, Any]:
         limit = anyio.run(partial(measure_limit, url, process.pid, n=n, concurrency=args.concurrency))
         figures: dict[str, Any] = {"limit": limit, "pinned": server_core is not None, "modes": {}}
         for mode in args.modes.split(","):
-            figures["modes"][mode] = run_mode(args, n, mode, server_core, url)
+            figures["modes"][mode] = run_mode(args, n, mode, server_core, (url, process.pid))
     finally:
         _stop(process)
     return figures
@@ -469,16 +504,20 @@ _OPS = [
 
 def _print(figures: dict[str, Any]) -> None:
     limit = figures["limit"]
-    print(f"{'':32} {'req/s':>8} {'x limit':>8} {'p50 ms':>8} {'p50 x':>7} {'p99 ms':>8} {'cpu ms/req':>10}")
+    header = f"{'':32} {'req/s':>8} {'x limit':>8} {'p50 ms':>8} {'p50 x':>7} {'p99 ms':>8}"
+    print(f"{header} {'cpu ms/req':>10} {'cpu x':>6}")
     for mode, measured in figures["modes"].items():
         print(f"-- fast path {mode}")
         row = {**limit, **measured}
         for label, key in _OPS:
-            rate, p50 = row[f"{key}_per_s"], row[f"{key}_p50_ms"]
+            rate, p50, cpu = row[f"{key}_per_s"], row[f"{key}_p50_ms"], row[f"{key}_cpu_ms"]
+            # each ratio to the limit's figure taken beside this operation's (the first one if none)
             limit_p50 = row.get(f"{key}_limit_p50_ms", limit["limit_p50_ms"])
+            limit_rate = row.get(f"{key}_limit_per_s", limit["limit_per_s"])
+            limit_cpu = row.get(f"{key}_limit_cpu_ms", limit["limit_cpu_ms"])
             print(
-                f"{label:32} {rate:8.0f} {rate / limit['limit_per_s']:8.2f} {p50:8.2f}"
-                f" {p50 / limit_p50:7.2f} {row[f'{key}_p99_ms']:8.2f} {row[f'{key}_cpu_ms']:10.3f}"
+                f"{label:32} {rate:8.0f} {rate / limit_rate:8.2f} {p50:8.2f} {p50 / limit_p50:7.2f}"
+                f" {row[f'{key}_p99_ms']:8.2f} {cpu:10.3f} {cpu / limit_cpu:6.2f}"
             )
         print(f"{'zero-work create -> result p50':32} {row['create_to_result_p50_ms']:8.2f} ms (inline)")
         print(f"{'1 ms task -> polled result p50':32} {row['brief_task_to_result_p50_ms']:8.2f} ms")
