@@ -140,7 +140,7 @@ class Question:
     def __init__(self, run: TaskRun, requests: Sequence[InputRequest]) -> None:
         self.run = run
         self.requests = requests
-        """The requests, by index (a list once an invalid answer has replaced one)."""
+        """The requests, by index (an invalid answer's retry replaces its request)."""
         self.parsed: list[Any] | None = None
         """The parsed answers, by index (None: none yet)."""
         self.rejected: list[int] | None = None
@@ -164,9 +164,9 @@ class Question:
         return how many it got."""
         if self.rejected is None:
             self.rejected = [0] * len(self.requests)
-        if not isinstance(self.requests, list):
-            self.requests = list(self.requests)
-        self.requests[index] = replacement
+        requests = list(self.requests)  # a new list: the caller's sequence stays as it was
+        requests[index] = replacement
+        self.requests = requests
         self.rejected[index] += 1
         return self.rejected[index]
 
@@ -457,8 +457,7 @@ class TaskRun:
             requests = question.requests
             todo = range(len(requests)) if question.todo is None else question.todo
             if not todo:
-                assert question.parsed is not None
-                return question.parsed
+                return question.parsed if question.parsed is not None else []
             if question.keys is None:
                 question.keys = await self._issue([requests[i] for i in todo])
             keys = question.keys
