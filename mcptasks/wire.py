@@ -1,14 +1,15 @@
 """Wire-level names and shapes of the MCP Tasks extension (SEP-2663, MCP 2026-07-28).
 
-Everything here is plain data: constants, JSON-RPC error codes and the pydantic models that
-validate the params of `tasks/get`, `tasks/update` and `tasks/cancel`. No host SDK is imported.
+Everything here is plain data: constants, JSON-RPC error codes, the pydantic models that
+validate the params of `tasks/get`, `tasks/update` and `tasks/cancel`, and read-only JSON values
+shared by many holders (`shared_json`). No host SDK is imported.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -111,3 +112,38 @@ def client_capabilities(meta: object) -> dict[str, Any]:
         if isinstance(capabilities, dict):
             return capabilities
     return {}
+
+
+def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(
+        "this JSON value is shared (read-only): change a copy, dict(value) or list(value) "
+        "(for a record's field, build a changed record with evolve)"
+    )
+
+
+class _SharedDict(dict[str, Any]):
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+        return (dict, (dict(self),))  # copies (copy, deepcopy, pickle) are plain, mutable dicts
+
+
+class _SharedList(list[Any]):
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = clear = extend = insert = pop = remove = reverse = sort = _refuse
+
+    def __reduce__(self) -> tuple[type, tuple[list[Any]]]:
+        return (list, (list(self),))
+
+
+def shared_json(value: Any) -> Any:
+    """A read-only copy of a JSON value (its objects and arrays refuse changes), for one value
+    that many holders keep a reference to instead of a copy: the empty fields of every record,
+    an elicitation schema. Still a `dict` / `list` to everything that reads or serialises it."""
+    if isinstance(value, dict):
+        return _SharedDict({key: shared_json(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return _SharedList(shared_json(item) for item in value)
+    return value

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NoReturn
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -48,38 +48,6 @@ def check_json(value: Any, path: str = "") -> None:
             stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
             continue
         raise InvalidValue(f"{_where(where)} is of type {type(item).__name__}, which is not JSON")
-
-
-def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
-    raise TypeError("this JSON value is shared (read-only): change a copy, dict(value) or list(value)")
-
-
-class _SharedDict(dict[str, Any]):
-    __slots__ = ()
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
-        return (dict, (dict(self),))  # copies (copy, deepcopy, pickle) are plain, mutable dicts
-
-
-class _SharedList(list[Any]):
-    __slots__ = ()
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = clear = extend = insert = pop = remove = reverse = sort = _refuse
-
-    def __reduce__(self) -> tuple[type, tuple[list[Any]]]:
-        return (list, (list(self),))
-
-
-def shared_json(value: Any) -> Any:
-    """A read-only copy of a JSON value (its objects and arrays refuse changes), for one value
-    that many requests send, such as an elicitation schema: each keeps a reference, not a copy.
-    Still a `dict` / `list` to everything that reads or serialises it."""
-    if isinstance(value, dict):
-        return _SharedDict({key: shared_json(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return _SharedList(shared_json(item) for item in value)
-    return value
 
 
 def json_size(value: Any) -> int:

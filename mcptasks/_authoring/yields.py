@@ -23,8 +23,8 @@ from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from mcptasks._authoring.values import shared_json
 from mcptasks.errors import MCPTasksError
+from mcptasks.wire import shared_json
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -436,7 +436,7 @@ class TaskRun:
     async def ask_or_park(self, requests: Sequence[InputRequest]) -> list[Any]:
         """`ask`, except that once the requests are issued and not all answered, `Parked` is
         raised instead of waiting when the engine lets the body wait without its task
-        (`RunHost.parks`); resuming continues the same question (`Parked.answers`)."""
+        (`RunHost.parks`); resuming continues the same question (`Question.answers`)."""
         return await self._answer(self._question(requests), self.host.parks(self))
 
     def _question(self, requests: Sequence[InputRequest]) -> Question:
@@ -471,7 +471,7 @@ class TaskRun:
                 refusal = _error_response(raw)
                 if refusal is not None:
                     raise refusal
-                request = question.requests[index]
+                request = requests[index]
                 try:
                     question.parsed[index] = request.parse(raw)
                 except InvalidAnswer as exc:

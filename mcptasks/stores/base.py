@@ -14,10 +14,10 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcptasks.errors import MCPTasksError
-from mcptasks.wire import TERMINAL_STATUSES, TaskState
+from mcptasks.wire import TERMINAL_STATUSES, TaskState, shared_json
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -28,26 +28,11 @@ MAX_TRANSITIONS = 50
 """Most entries a record's `transitions` keeps (the first, then the latest)."""
 
 
-def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
-    raise TypeError("this empty value is shared by every record: build a changed record with evolve")
-
-
-class _SharedEmptyDict(dict[str, Any]):
-    __slots__ = ()
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
-
-
-class _SharedEmptyList(list[Any]):
-    __slots__ = ()
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = clear = extend = insert = pop = remove = reverse = sort = _refuse
-
-
-EMPTY_DICT: dict[str, Any] = _SharedEmptyDict()
+EMPTY_DICT: dict[str, Any] = shared_json({})
 """The empty dict a record's dict fields start with, one object for every record (records are
 values: it is never changed, and changing it in place raises `TypeError`)."""
 
-EMPTY_LIST: list[Any] = _SharedEmptyList()
+EMPTY_LIST: list[Any] = shared_json([])
 """The same for `transitions` (an empty list, shared, read-only)."""
 
 
