@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcptasks import Result, TaskServer
-from mcptasks.dashboard import dashboard_app
+from mcptasks.dashboard import LOOPBACK_HOSTS, dashboard_app
 
 app = TaskServer("ci-runner", store="sqlite:///tasks.db")
 
@@ -47,6 +47,7 @@ dashboard = dashboard_app(
     lambda: app.extension.engine.store,  # the store the server uses, opened by its lifespan
     token=os.environ.get("OPS_TOKEN"),  # enables the cancel button; None: read-only
     title="ci-runner tasks",
+    allowed_hosts=["ci.example.com", *LOOPBACK_HOSTS],  # the names it is reached by; others get 421
 )
 http_app.mount("/ops", basic_auth(dashboard, "ops", os.environ.get("OPS_PASSWORD", "change-me")))
 # --8<-- [end:mount]

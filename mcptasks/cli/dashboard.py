@@ -11,9 +11,10 @@ from mcptasks.cli.admin import STORE_ENV, add_store_option
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
 
-__all__ = ["TOKEN_ENV", "is_loopback", "register", "run_dashboard"]
+__all__ = ["ALLOWED_HOSTS_ENV", "TOKEN_ENV", "allowed_hosts", "is_loopback", "register", "run_dashboard"]
 
 TOKEN_ENV = "MCPTASKS_DASHBOARD_TOKEN"
+ALLOWED_HOSTS_ENV = "MCPTASKS_DASHBOARD_ALLOWED_HOSTS"
 
 
 def is_loopback(host: str) -> bool:
@@ -24,6 +25,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """The `Host` values the dashboard answers to: `--allowed-host` (repeated), else the
+    comma-separated `$MCPTASKS_DASHBOARD_ALLOWED_HOSTS`, else the loopback names plus `--host`."""
+    from mcptasks.dashboard.guard import hosts_for
+
+    given = args.allowed_host or [h for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
+    return [h.strip() for h in given] if given else hosts_for(args.host)
 
 
 def _fail(message: str) -> CliError:
@@ -41,6 +51,8 @@ def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
         raise _fail(str(exc)) from None
     if not 0 < args.port < 65536:
         raise _fail(f"--port must be between 1 and 65535, got {args.port}")
+    if any(not h.strip() for h in args.allowed_host or ()):
+        raise _fail("--allowed-host needs a host name, such as dash.example.com or dash.example.com:*")
     if not is_loopback(args.host) and token is None:
         raise _fail(
             f"refusing to listen on {args.host} without an operator token: set ${TOKEN_ENV} "
@@ -57,14 +69,26 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     url = _check(args, args.store or os.environ.get(STORE_ENV), token)
+    hosts = allowed_hosts(args)
+    protect_reads = not is_loopback(args.host)
     try:
         app = dashboard_app(
-            url, token=token, title=args.title, refresh=args.refresh, show_results=not args.no_results
+            url,
+            token=token,
+            title=args.title,
+            refresh=args.refresh,
+            show_results=not args.no_results,
+            allowed_hosts=hosts,
+            protect_reads=protect_reads,
         )
     except ValueError as exc:
         raise _fail(str(exc)) from None
     cancel = "cancel enabled (operator token set)" if token else "read-only (no operator token)"
-    print(f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}", flush=True)
+    login = ", login required to read" if protect_reads else ""
+    print(f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}{login}", flush=True)
+    defaults = not args.allowed_host and not os.environ.get(ALLOWED_HOSTS_ENV, "").strip(", ")
+    hint = " (--allowed-host adds the names clients use)" if protect_reads and defaults else ""
+    print(f"answering to Host: {', '.join(hosts)}{hint}", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     except KeyboardInterrupt:
@@ -77,13 +101,26 @@ def register(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "dashboard",
         help="serve a live web dashboard of the task store (operators)",
-        description="Serve a live web dashboard of the task store. Reads need no token; cancelling does.",
+        description=(
+            "Serve a live web dashboard of the task store. On loopback reads need no token; beyond "
+            "it they do (a login form, or an Authorization: Bearer header). Cancelling always does."
+        ),
     )
     add_store_option(parser)
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)"
     )
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help=(
+            "a Host header value the dashboard answers to (NAME, or NAME:* for any port; '*' for any), "
+            f"repeatable; also ${ALLOWED_HOSTS_ENV} (comma-separated). Default: 127.0.0.1, localhost, "
+            "[::1] and --host, each on any port"
+        ),
+    )
     parser.add_argument(
         "--token",
         help=f"operator token that enables the cancel button (prefer ${TOKEN_ENV}: arguments are visible to ps)",

@@ -7,5 +7,6 @@ kilobytes of script polling a JSON API.
 from __future__ import annotations
 
 from mcptasks.dashboard.app import TOKEN_HEADER, dashboard_app
+from mcptasks.dashboard.guard import ANY_HOST, LOOPBACK_HOSTS
 
-__all__ = ["TOKEN_HEADER", "dashboard_app"]
+__all__ = ["ANY_HOST", "LOOPBACK_HOSTS", "TOKEN_HEADER", "dashboard_app"]

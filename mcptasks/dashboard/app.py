@@ -1,21 +1,33 @@
-"""The dashboard as an ASGI app (Starlette): pages, a small JSON API, and the guarded cancel."""
+"""The dashboard as an ASGI app (Starlette): pages, a small JSON API, the guarded cancel, the
+Host/Origin check on every route and, when reads are protected, the operator login."""
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any, TypeAlias, cast
+from urllib.parse import parse_qs
 
 import anyio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, describe
-from mcptasks.dashboard.pages import detail_page, list_page
+from mcptasks.dashboard.guard import (
+    LOOPBACK_HOSTS,
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    HostGuard,
+    bearer_token,
+    new_session,
+    session_valid,
+    token_matches,
+)
+from mcptasks.dashboard.pages import detail_page, list_page, login_page
 from mcptasks.dashboard.views import STATUSES, summary
 from mcptasks.stores.base import TaskStore
 from mcptasks.stores.url import store_from_url
@@ -93,17 +105,139 @@ def _error(status: int, message: str) -> Response:
 
 
 _NO_SUCH_TASK = "no such task (unknown, expired or purged)"
+_LOGIN_BODY_LIMIT = 8192
+_Handler: TypeAlias = Callable[[Request], Awaitable[Response]]
+
+
+def _safe_next(value: str, base: str) -> str:
+    """`value` when it is a path of this dashboard (no scheme, host or backslash), else `base`."""
+    if (
+        value.startswith(base)
+        and not value.startswith("//")
+        and "\\" not in value
+        and value.isprintable()
+        and len(value) <= 2000
+    ):
+        return value
+    return base
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """A small urlencoded form's fields (the first of each), or None for anything else."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/x-www-form-urlencoded":
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _LOGIN_BODY_LIMIT:
+            return None
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=8)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return {key: values[0] for key, values in fields.items()}
 
 
 class _Dashboard:
     """The request handlers of one dashboard app (its settings and its store)."""
 
-    def __init__(self, holder: _Store, token: str | None, title: str, refresh_ms: int, show_results: bool):
+    def __init__(
+        self,
+        holder: _Store,
+        token: str | None,
+        title: str,
+        refresh_ms: int,
+        show_results: bool,
+        protect_reads: bool,
+    ):
         self.holder = holder
         self.token = token
         self.title = title
         self.refresh_ms = refresh_ms
         self.show_results = show_results
+        self.protect_reads = protect_reads
+
+    def signed_in(self, request: Request) -> bool:
+        """Whether the request may read: reads are open, or it carries the operator token as a
+        bearer token or a valid login cookie."""
+        if not self.protect_reads:
+            return True
+        assert self.token is not None
+        bearer = bearer_token(request.headers)
+        if bearer is not None:
+            return token_matches(bearer, self.token)
+        return session_valid(request.cookies.get(SESSION_COOKIE), self.token)
+
+    def login_form(self, request: Request, *, failed: bool = False, next_path: str | None = None) -> Response:
+        base = _base_of(request)
+        if next_path is None:
+            query = request.url.query
+            next_path = request.url.path + (f"?{query}" if query else "")
+        page = login_page(base=base, title=self.title, next_path=_safe_next(next_path, base), failed=failed)
+        return _secured(HTMLResponse(page, status_code=401))
+
+    def page(self, handler: _Handler) -> _Handler:
+        """`handler` for a page: the login form (401) instead, unless the request may read."""
+
+        async def guarded(request: Request) -> Response:
+            return await handler(request) if self.signed_in(request) else self.login_form(request)
+
+        return guarded
+
+    def api(self, handler: _Handler) -> _Handler:
+        """`handler` for the JSON API: a JSON 401 instead, unless the request may read."""
+
+        async def guarded(request: Request) -> Response:
+            if self.signed_in(request):
+                return await handler(request)
+            response = _error(
+                401,
+                "reading needs the operator token: send 'Authorization: Bearer <token>' or log in on the page",
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="mcptasks dashboard"'
+            return response
+
+        return guarded
+
+    async def login(self, request: Request) -> Response:
+        """POST of the login form: a session cookie (never the token) and a redirect, or the form again."""
+        if not self.protect_reads:
+            return _secured(Response("not found", status_code=404))
+        assert self.token is not None
+        base = _base_of(request)
+        fields = await _form(request)
+        if fields is None:
+            return _secured(Response("send the login form (application/x-www-form-urlencoded)", 400))
+        next_path = _safe_next(fields.get("next", base), base)
+        if not token_matches(fields.get("token", ""), self.token):
+            return self.login_form(request, failed=True, next_path=next_path)
+        response = _secured(RedirectResponse(next_path, status_code=303))
+        response.set_cookie(
+            SESSION_COOKIE,
+            new_session(self.token),
+            max_age=SESSION_SECONDS,
+            path=base,
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        """POST: forget this browser's login."""
+        if not self.protect_reads:
+            return _secured(Response("not found", status_code=404))
+        base = _base_of(request)
+        response = _secured(RedirectResponse(base, status_code=303))
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path=base,
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
 
     async def read_summary(self, request: Request) -> dict[str, Any]:
         return await summary(
@@ -125,6 +259,7 @@ class _Dashboard:
             refresh_ms=self.refresh_ms,
             status=request.query_params.get("status", ""),
             tool=request.query_params.get("tool", ""),
+            logout=self.protect_reads,
         )
         return _secured(HTMLResponse(page))
 
@@ -153,6 +288,7 @@ class _Dashboard:
             title=self.title,
             refresh_ms=self.refresh_ms,
             can_cancel=self.token is not None,
+            logout=self.protect_reads,
         )
         return _secured(HTMLResponse(page))
 
@@ -165,8 +301,7 @@ class _Dashboard:
     async def api_cancel(self, request: Request) -> Response:
         if self.token is None:
             return _error(403, "cancelling is disabled: start the dashboard with an operator token")
-        given = request.headers.get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not token_matches(request.headers.get(TOKEN_HEADER, ""), self.token):
             return _error(401, "a valid operator token is required to cancel")
         store_object = await self.holder.get()
         task_id = request.path_params["task_id"]
@@ -201,6 +336,9 @@ def dashboard_app(
     title: str = "mcptasks",
     refresh: float = 2.0,
     show_results: bool = True,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+    protect_reads: bool = False,
 ) -> Starlette:
     """The dashboard as an ASGI app; mount it in your server behind your own authentication.
 
@@ -211,22 +349,39 @@ def dashboard_app(
       header; None disables every write action.
     - `refresh`: seconds between the page's live updates.
     - `show_results`: whether a task's detail view includes its result (collapsed).
+    - `allowed_hosts`: the `Host` values the app answers to (`name`, or `name:*` for any port;
+      `"*"` turns the check off); others get 421. Default: this machine's loopback names
+      (`LOOPBACK_HOSTS`). Name the hosts your users reach it by when it is served beyond loopback.
+    - `allowed_origins`: further `Origin` values (same patterns) whose requests are accepted; a
+      request from the app's own origin always is, any other `Origin` gets 403.
+    - `protect_reads`: whether reading (the pages and the JSON API) needs the operator token too,
+      from the login form (a session cookie) or an `Authorization: Bearer` header; needs `token`.
 
-    Reading needs no token: whoever reaches the app sees the task list (owners as hashes).
+    Without `protect_reads`, whoever reaches the app sees the task list (owners as hashes).
     """
     if token is not None and not token.strip():
         raise ValueError("the operator token must not be empty")
     if not refresh > 0:
         raise ValueError("refresh must be a positive number of seconds")
-    app = _Dashboard(_Store(store), token, title, int(refresh * 1000), show_results)
+    if protect_reads and token is None:
+        raise ValueError("protecting reads needs an operator token")
+    if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
+        raise ValueError("allowed_hosts and allowed_origins are sequences of strings, not one string")
+    hosts = list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
+    if not hosts or any(not h.strip() for h in [*hosts, *allowed_origins]):
+        raise ValueError("allowed_hosts needs at least one host and neither list may hold empty names")
+    app = _Dashboard(_Store(store), token, title, int(refresh * 1000), show_results, protect_reads)
     return Starlette(
         routes=[
-            Route("/", app.index),
-            Route("/tasks/{task_id:str}", app.detail),
-            Route("/api/summary", app.api_summary),
-            Route("/api/tasks/{task_id:str}", app.api_task),
+            Route("/", app.page(app.index)),
+            Route("/tasks/{task_id:str}", app.page(app.detail)),
+            Route("/login", app.login, methods=["POST"]),
+            Route("/logout", app.logout, methods=["POST"]),
+            Route("/api/summary", app.api(app.api_summary)),
+            Route("/api/tasks/{task_id:str}", app.api(app.api_task)),
             Route("/api/tasks/{task_id:str}/cancel", app.api_cancel, methods=["POST"]),
             Route("/static/{name:str}", app.asset),
         ],
+        middleware=[Middleware(HostGuard, allowed_hosts=hosts, allowed_origins=list(allowed_origins))],
         lifespan=app.lifespan,
     )

@@ -10,7 +10,7 @@ from typing import Any
 from mcptasks._runtime.operator import age_text
 from mcptasks.dashboard.views import STATUSES
 
-__all__ = ["detail_page", "list_page"]
+__all__ = ["detail_page", "list_page", "login_page"]
 
 _LABELS = {
     "working": "Working",
@@ -26,7 +26,16 @@ def esc(value: object) -> str:
     return "" if value is None else escape(str(value), quote=True)
 
 
-def _layout(base: str, title: str, page: str, refresh_ms: int, body: str, data: dict[str, str]) -> str:
+def _logout(base: str) -> str:
+    return (
+        f'<form class="logout" method="post" action="{esc(base)}logout">'
+        '<button type="submit">Log out</button></form>'
+    )
+
+
+def _layout(
+    base: str, title: str, page: str, refresh_ms: int, body: str, data: dict[str, str], logout: bool
+) -> str:
     attributes = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in data.items())
     return f"""<!doctype html>
 <html lang="en">
@@ -42,7 +51,7 @@ def _layout(base: str, title: str, page: str, refresh_ms: int, body: str, data: 
 <a class="brand" href="{esc(base)}">{esc(title)}</a>
 <span id="live" class="live" title="time of the last refresh">server-rendered</span>
 <label class="token">Operator token <input id="token" type="password" autocomplete="off"
- placeholder="needed to cancel"></label>
+ placeholder="needed to cancel"></label>{_logout(base) if logout else ""}
 </header>
 <main>
 {body}
@@ -67,8 +76,18 @@ def _row(task: dict[str, Any], base: str) -> str:
     )
 
 
-def list_page(data: dict[str, Any], *, base: str, title: str, refresh_ms: int, status: str, tool: str) -> str:
-    """The overview: status counts, the chart, the filter form and the task table."""
+def list_page(
+    data: dict[str, Any],
+    *,
+    base: str,
+    title: str,
+    refresh_ms: int,
+    status: str,
+    tool: str,
+    logout: bool = False,
+) -> str:
+    """The overview: status counts, the chart, the filter form and the task table (`logout`: show
+    the log-out button)."""
     counts = "".join(
         f'<a class="count s-{s}" data-status="{s}" href="{esc(base)}?status={s}">'
         f'<span class="n">{data["counts"][s]}</span><span class="label">{_LABELS[s]}</span></a>'
@@ -100,7 +119,7 @@ def list_page(data: dict[str, Any], *, base: str, title: str, refresh_ms: int, s
 <p id="more" class="more"{"" if data["more"] else " hidden"}>Showing the newest {len(data["tasks"])} tasks.</p>
 <script type="application/json" id="initial">{_json_for_html(data)}</script>
 """
-    return _layout(base, title, "list", refresh_ms, body, {})
+    return _layout(base, title, "list", refresh_ms, body, {}, logout)
 
 
 def _json_for_html(value: Any) -> str:
@@ -112,7 +131,9 @@ def _pre(value: Any) -> str:
     return esc(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def detail_page(task: dict[str, Any], *, base: str, title: str, refresh_ms: int, can_cancel: bool) -> str:
+def detail_page(
+    task: dict[str, Any], *, base: str, title: str, refresh_ms: int, can_cancel: bool, logout: bool = False
+) -> str:
     """One task: its fields, cancel button, timeline, input requests, error and result."""
     fields = [
         ("Task", "taskId"),
@@ -148,4 +169,38 @@ def detail_page(task: dict[str, Any], *, base: str, title: str, refresh_ms: int,
 <h2>Error</h2><pre id="error">{_pre(task["error"])}</pre>
 {result}
 """
-    return _layout(base, title, "detail", refresh_ms, body, {"task": task["taskId"]})
+    return _layout(base, title, "detail", refresh_ms, body, {"task": task["taskId"]}, logout)
+
+
+def login_page(*, base: str, title: str, next_path: str, failed: bool) -> str:
+    """The login form (no script): the operator token, posted to `login`, never put in a URL."""
+    notice = (
+        '<p id="notice" class="error" role="alert">That is not the operator token.</p>'
+        if failed
+        else '<p id="notice" role="status">This dashboard needs the operator token to show tasks.</p>'
+    )
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)} - log in</title>
+<link rel="stylesheet" href="{esc(base)}static/dashboard.css">
+</head>
+<body data-page="login" data-base="{esc(base)}">
+<header>
+<a class="brand" href="{esc(base)}">{esc(title)}</a>
+</header>
+<main>
+<h1>Log in</h1>
+{notice}
+<form id="login" class="login" method="post" action="{esc(base)}login">
+<input type="hidden" name="next" value="{esc(next_path)}">
+<label>Operator token <input id="login-token" name="token" type="password" autocomplete="current-password"
+ required autofocus></label>
+<button type="submit">Log in</button>
+</form>
+</main>
+</body>
+</html>
+"""

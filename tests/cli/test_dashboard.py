@@ -3,7 +3,8 @@ store that a running engine fills with working, input-waiting, failed and comple
 
 Checks the rendered DOM (counts, rows, escaping), a live update after a status change (no
 reload), filtering, and cancelling with and without the operator token. Plus the HTTP API's
-guards and the CLI's refusals, without a browser.
+guards and the CLI's refusals, without a browser: the Host and Origin check on every route
+(standalone and mounted), and the login that reading needs beyond loopback.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import json
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,12 @@ import pytest
 from browser import Browser, chromium_or_skip
 from operator_stores import store_url, workload
 from processes import ROOT, clean_env, free_port, stop, wait_accepting
+from sdk_helpers import serve_http
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from mcptasks.cli.dashboard import is_loopback
+from mcptasks.dashboard import dashboard_app
 
 __all__ = ["store_url"]
 
@@ -33,12 +40,19 @@ TOKEN = "operator-s3cret"
 
 @contextmanager
 def dashboard(
-    url: str, tmp_path: Path, *, token: str | None = TOKEN, extra: tuple[str, ...] = ()
+    url: str,
+    tmp_path: Path,
+    *,
+    token: str | None = TOKEN,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """`mcptasks dashboard` on a free loopback port; yields its base URL."""
+    """`mcptasks dashboard` on a free port (loopback unless `extra` names a --host); yields its
+    base URL on 127.0.0.1, the only address the tests connect to."""
     port = free_port()
     log = tmp_path / f"dashboard-{port}.log"
-    env = clean_env() if token is None else clean_env(MCPTASKS_DASHBOARD_TOKEN=token)
+    tokens = {} if token is None else {"MCPTASKS_DASHBOARD_TOKEN": token}
+    env = clean_env(**tokens, **(env or {}))
     command = [sys.executable, "-m", "mcptasks", "dashboard", "--store", url, "--port", str(port)]
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -63,6 +77,33 @@ def http(method: str, url: str, headers: dict[str, str] | None = None) -> tuple[
             return response.status, response.read().decode(), dict(response.headers)
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode(), dict(error.headers)
+
+
+def raw(
+    method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None
+) -> tuple[int, str, list[tuple[str, str]]]:
+    """One request, redirects not followed; (status, body, header pairs) whatever the status.
+    A `Host` in `headers` replaces the one of `url` (which is always on 127.0.0.1)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read().decode(), response.getheaders()
+    finally:
+        connection.close()
+
+
+def header(pairs: list[tuple[str, str]], name: str) -> list[str]:
+    """Every value of header `name` in `pairs`."""
+    return [value for key, value in pairs if key.lower() == name.lower()]
+
+
+def login_form(token: str, next_path: str = "/") -> tuple[dict[str, str], bytes]:
+    """The headers and body a browser posts from the login form."""
+    body = urllib.parse.urlencode({"next": next_path, "token": token}).encode()
+    return {"Content-Type": "application/x-www-form-urlencoded"}, body
 
 
 async def run(fn: Any, *args: Any) -> Any:
@@ -223,10 +264,253 @@ async def test_api_guards_writes_and_answers_reads(tmp_path: Path) -> None:
             assert status == 200 and "result" not in json.loads(page)
 
 
+@pytest.mark.anyio
+async def test_every_route_refuses_a_foreign_host_or_origin(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with workload(url) as load:
+        working = load.ids["working"]
+        with dashboard(url, tmp_path) as base:
+            port = urllib.parse.urlsplit(base).port
+            cancel = f"{base}api/tasks/{working}/cancel"
+            routes = [
+                "",
+                "api/summary",
+                f"api/tasks/{working}",
+                f"tasks/{working}",
+                "static/dashboard.js",
+                "nope",
+            ]
+            # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1
+            for path in routes:
+                for host in ("evil.example", f"evil.example:{port}"):
+                    status, body, headers = await run(raw, "GET", base + path, {"Host": host})
+                    assert status == 421, (path, host)
+                    assert body.startswith("Invalid Host header") and "'evil.example" in body
+                    assert "--allowed-host" in body and working not in body
+                    assert header(headers, "Content-Type") == ["text/plain; charset=utf-8"]
+            status, body, _ = await run(
+                raw, "POST", cancel, {"Host": "evil.example", "X-Operator-Token": TOKEN}
+            )
+            assert status == 421
+            # this machine's names, with and without a port, are the default
+            for host in ("127.0.0.1", f"127.0.0.1:{port}", "localhost", f"LOCALHOST:{port}", f"[::1]:{port}"):
+                status, body, _ = await run(raw, "GET", f"{base}api/summary", {"Host": host})
+                assert status == 200 and working in body, host
+            # a request from another site (or another local app, or an opaque origin) is refused
+            for origin in ("http://evil.example", "http://localhost:3000", "null"):
+                for path in ("", "api/summary", f"api/tasks/{working}"):
+                    status, body, _ = await run(raw, "GET", base + path, {"Origin": origin})
+                    assert status == 403 and body.startswith("Invalid Origin header"), (path, origin)
+                    assert working not in body
+                status, body, _ = await run(
+                    raw, "POST", cancel, {"Origin": origin, "X-Operator-Token": TOKEN}
+                )
+                assert status == 403
+            record = await load.engine.store.get(working)
+            assert record is not None and record.status == "working"
+            # the dashboard's own pages are welcome
+            own = {"Origin": f"http://127.0.0.1:{port}"}
+            assert (await run(raw, "GET", f"{base}api/summary", own))[0] == 200
+            status, body, _ = await run(raw, "POST", cancel, {**own, "X-Operator-Token": TOKEN})
+            assert status == 200 and json.loads(body)["status"] == "cancelled"
+
+
+@pytest.mark.anyio
+async def test_allowed_hosts_come_from_the_option_or_the_environment(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with workload(url) as load:
+        completed = load.ids["completed"]
+        with dashboard(
+            url, tmp_path, extra=("--allowed-host", "dash.example:*", "--allowed-host", "ops")
+        ) as base:
+            port = urllib.parse.urlsplit(base).port
+            for host, expected in (
+                (f"dash.example:{port}", 200),
+                ("ops", 200),
+                (f"ops:{port}", 421),  # a name without :* is that exact Host
+                ("dash.example", 421),
+                (f"127.0.0.1:{port}", 421),  # the list replaces the default
+                ("evil.example", 421),
+            ):
+                for path in ("", f"api/tasks/{completed}"):
+                    assert (await run(raw, "GET", base + path, {"Host": host}))[0] == expected, (host, path)
+            origin = {"Host": f"dash.example:{port}", "Origin": f"https://dash.example:{port}"}
+            assert (await run(raw, "GET", f"{base}api/summary", origin))[0] == 200
+        hosts = {"MCPTASKS_DASHBOARD_ALLOWED_HOSTS": "a.example, b.example:*"}
+        with dashboard(url, tmp_path, env=hosts) as base:
+            port = urllib.parse.urlsplit(base).port
+            for host, expected in (
+                ("a.example", 200),
+                (f"b.example:{port}", 200),
+                (f"a.example:{port}", 421),
+            ):
+                assert (await run(raw, "GET", f"{base}api/summary", {"Host": host}))[0] == expected, host
+        with dashboard(url, tmp_path, extra=("--allowed-host", "*")) as base:
+            assert (await run(raw, "GET", f"{base}api/summary", {"Host": "anything.example"}))[0] == 200
+            status, _, _ = await run(
+                raw,
+                "GET",
+                f"{base}api/summary",
+                {"Host": "anything.example", "Origin": "http://evil.example"},
+            )
+            assert status == 403
+
+
+@pytest.mark.anyio
+async def test_beyond_loopback_reading_needs_the_operator_login(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with workload(url) as load:
+        ids = load.ids
+        working = ids["working"]
+        with dashboard(url, tmp_path, extra=("--host", "0.0.0.0")) as base:
+            port = urllib.parse.urlsplit(base).port
+            everything: list[str] = []  # every answer, to check that the token never shows
+
+            async def ask(
+                method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None
+            ) -> tuple[int, str, list[tuple[str, str]]]:
+                answer: tuple[int, str, list[tuple[str, str]]] = await run(
+                    raw, method, base + path, headers, body
+                )
+                everything.append(answer[1] + json.dumps(answer[2]))
+                return answer
+
+            # without credentials: the page is the login form, the API a JSON 401; nothing leaks
+            for path in ("", f"tasks/{ids['completed']}", "?status=failed"):
+                status, page, _ = await ask("GET", path)
+                assert (
+                    status == 401 and '<form id="login" class="login" method="post" action="/login">' in page
+                )
+                assert 'name="token" type="password"' in page and "dashboard.js" not in page
+                assert not any(task_id in page for name, task_id in ids.items() if name != "completed")
+            status, page, _ = await ask("GET", "?status=failed")
+            assert 'name="next" value="/?status=failed"' in page
+            for path in ("api/summary", f"api/tasks/{working}"):
+                status, body, headers = await ask("GET", path)
+                assert status == 401 and "operator token" in json.loads(body)["error"]
+                assert header(headers, "WWW-Authenticate") == ['Bearer realm="mcptasks dashboard"']
+                assert working not in body
+            assert (await ask("GET", "static/dashboard.css"))[0] == 200  # assets are no secret
+            # the Host check holds beyond loopback too, credentials or not
+            bearer = {"Authorization": f"Bearer {TOKEN}"}
+            assert (await ask("GET", "api/summary", {**bearer, "Host": "evil.example"}))[0] == 421
+            # API clients: Authorization: Bearer
+            for wrong in ("Bearer nope", f"Bearer {TOKEN}x", f"Basic {TOKEN}", "Bearer"):
+                assert (await ask("GET", "api/summary", {"Authorization": wrong}))[0] == 401, wrong
+            status, body, _ = await ask("GET", "api/summary", bearer)
+            assert status == 200 and {t["taskId"] for t in json.loads(body)["tasks"]} == set(ids.values())
+            status, body, _ = await ask(
+                "GET", f"api/tasks/{ids['completed']}", {"Authorization": f"bearer {TOKEN}"}
+            )
+            assert status == 200 and json.loads(body)["status"] == "completed"
+
+            # the login form: a wrong token is refused, without a cookie
+            status, page, headers = await ask("POST", "login", *login_form("wrong"))
+            assert status == 401 and "not the operator token" in page and not header(headers, "Set-Cookie")
+            status, _, headers = await ask("POST", "login", {"Content-Type": "text/plain"}, TOKEN.encode())
+            assert status == 400 and not header(headers, "Set-Cookie")
+            form_headers, form_body = login_form(TOKEN, f"/tasks/{working}")
+            status, _, headers = await ask(
+                "POST", "login", {**form_headers, "Origin": "http://evil.example"}, form_body
+            )
+            assert status == 403 and not header(headers, "Set-Cookie")
+            # the right one: a session cookie (not the token), then back to the page asked for
+            own = {"Origin": f"http://127.0.0.1:{port}"}
+            status, _, headers = await ask("POST", "login", {**form_headers, **own}, form_body)
+            assert status == 303 and header(headers, "Location") == [f"/tasks/{working}"]
+            [cookie] = header(headers, "Set-Cookie")
+            attributes = [part.strip().lower() for part in cookie.split(";")]
+            assert "httponly" in attributes and "samesite=strict" in attributes and "path=/" in attributes
+            assert "secure" not in attributes  # plain http here; https sets it
+            name, _, value = cookie.split(";")[0].partition("=")
+            assert name == "mcptasks_dashboard" and value and TOKEN not in value
+            session = {"Cookie": f"{name}={value}"}
+            status, page, _ = await ask("GET", f"tasks/{working}", session)
+            assert status == 200 and f'data-task="{working}"' in page and 'action="/logout"' in page
+            status, page, _ = await ask("GET", "", session)
+            assert status == 200 and all(f'data-task-id="{task_id}"' in page for task_id in ids.values())
+            for path in ("api/summary", f"api/tasks/{working}"):
+                assert (await ask("GET", path, session))[0] == 200
+            # where a login sends you is always this dashboard
+            for elsewhere in ("//evil.example/", "http://evil.example/", "/\\evil.example", "elsewhere"):
+                status, _, headers = await ask("POST", "login", *login_form(TOKEN, elsewhere))
+                assert status == 303 and header(headers, "Location") == ["/"], elsewhere
+            # a cookie is only good as the dashboard made it
+            expires, _, mac = value.partition(".")
+            for forged in (
+                f"{expires}.{mac[:-1]}{'0' if mac[-1] != '0' else '1'}",
+                f"{int(expires) + 1}.{mac}",
+                f"1.{mac}",
+                TOKEN,
+                "",
+            ):
+                assert (await ask("GET", "api/summary", {"Cookie": f"{name}={forged}"}))[0] == 401, forged
+            # cancelling still needs the token in its header, a login is not enough
+            cancel = f"api/tasks/{working}/cancel"
+            assert (await ask("POST", cancel, session))[0] == 401
+            assert (await ask("POST", cancel, {**session, "X-Operator-Token": "nope"}))[0] == 401
+            record = await load.engine.store.get(working)
+            assert record is not None and record.status == "working"
+            status, body, _ = await ask("POST", cancel, {**session, **own, "X-Operator-Token": TOKEN})
+            assert status == 200 and json.loads(body)["status"] == "cancelled"
+            # logging out forgets the cookie
+            status, _, headers = await ask("POST", "logout", {**session, **own})
+            assert status == 303 and header(headers, "Location") == ["/"]
+            [cleared] = header(headers, "Set-Cookie")
+            assert cleared.startswith("mcptasks_dashboard=") and "max-age=0" in cleared.lower()
+            assert TOKEN not in "".join(everything)
+        logs = await run(lambda: "".join(log.read_text() for log in tmp_path.glob("dashboard-*.log")))
+        assert "login required to read" in logs and TOKEN not in logs
+
+
+@pytest.mark.anyio
+async def test_a_mounted_dashboard_checks_host_origin_and_login(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with workload(url) as load:
+        working = load.ids["working"]
+        ops = dashboard_app(load.engine.store, token=TOKEN, allowed_hosts=["ops.example"], protect_reads=True)
+        app = Starlette(routes=[Mount("/ops", ops)])
+        async with serve_http(app, "/ops/") as base:
+            here = {"Host": "ops.example"}
+            for path in ("", "api/summary", f"api/tasks/{working}", "static/dashboard.js"):
+                for host in ("evil.example", urllib.parse.urlsplit(base).netloc):
+                    assert (await run(raw, "GET", base + path, {"Host": host}))[0] == 421, (path, host)
+            assert (await run(raw, "GET", f"{base}api/summary", {**here, "Origin": "http://evil.example"}))[
+                0
+            ] == 403
+            status, page, _ = await run(raw, "GET", base, here)
+            assert status == 401 and 'action="/ops/login"' in page and 'name="next" value="/ops/"' in page
+            form_headers, form_body = login_form(TOKEN, f"/ops/tasks/{working}")
+            status, _, headers = await run(raw, "POST", f"{base}login", {**here, **form_headers}, form_body)
+            assert status == 303 and header(headers, "Location") == [f"/ops/tasks/{working}"]
+            [cookie] = header(headers, "Set-Cookie")
+            assert "path=/ops/" in cookie.lower()
+            session = {**here, "Cookie": cookie.split(";")[0]}
+            status, body, _ = await run(raw, "GET", f"{base}api/summary", session)
+            assert status == 200 and working in body
+            outside_headers, outside_body = login_form(TOKEN, "/")
+            status, _, headers = await run(
+                raw, "POST", f"{base}login", {**here, **outside_headers}, outside_body
+            )
+            assert status == 303 and header(headers, "Location") == ["/ops/"]  # not outside the mount
+
+
+def test_the_app_refuses_unusable_settings() -> None:
+    for options, message in (
+        ({"protect_reads": True}, "needs an operator token"),
+        ({"token": TOKEN, "allowed_hosts": []}, "at least one host"),
+        ({"token": TOKEN, "allowed_hosts": "ops.example"}, "not one string"),
+        ({"token": TOKEN, "allowed_hosts": ["ops.example", " "]}, "empty"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            dashboard_app("sqlite:///unused.db", **options)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0 without an operator token"),
+        (["--allowed-host", ""], "--allowed-host needs a host name"),
         (["--store", "memory://"], "memory:// holds tasks inside one server process"),
         (["--port", "0"], "--port must be between 1 and 65535"),
     ],

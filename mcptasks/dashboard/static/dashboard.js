@@ -35,6 +35,7 @@
 
   function getJSON(url) {
     return fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" }).then(function (r) {
+      if (r.status === 401) location.reload();  // the login ended: the page shows the login form
       if (!r.ok) throw new Error("HTTP " + r.status);
       return r.json();
     });
