@@ -5,6 +5,8 @@ free port in their own directory, can kill it (SIGKILL for Redis, an immediate s
 crash, for PostgreSQL) and start it again over the same data: Redis with an append-only file
 (`appendfsync always`, so every acknowledged write survives), PostgreSQL with its own data dir.
 PostgreSQL refuses to run as root: as root, `initdb`/`pg_ctl` run as the `postgres` user.
+`as_ordinary_user` likewise runs any command without root's privileges (for checks that root's
+file access would defeat).
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,11 +44,44 @@ def _wait_listening(port: int, alive: subprocess.Popen[bytes] | None = None) -> 
             time.sleep(0.05)
 
 
-class PrivateRedis:
-    """`redis-server` on a free port with AOF in its own directory; `kill()` and `start()` it."""
+def as_ordinary_user(command: Sequence[str]) -> list[str]:
+    """`command` run without root's privileges: unchanged for an ordinary user; as root, run by
+    `setpriv` as the `nobody` user (its own group, no others).
 
-    def __init__(self, directory: Path) -> None:
+    Like `runuser`, but `nobody` keeps CAP_DAC_READ_SEARCH (read and search any directory, never
+    write), so an interpreter or a venv in root's home still starts; every write is checked
+    against the file modes as for any user who owns none of the files.
+    """
+    if os.geteuid() != 0:
+        return list(command)
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("running as root and there is no 'nobody' user to run this as")
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux) to run this as an ordinary user")
+    keep = "dac_read_search"
+    return [
+        "setpriv",
+        f"--reuid={nobody.pw_uid}",
+        f"--regid={nobody.pw_gid}",
+        "--clear-groups",
+        f"--inh-caps=-all,+{keep}",
+        f"--ambient-caps=+{keep}",
+        "--",
+        *command,
+    ]
+
+
+class PrivateRedis:
+    """`redis-server` on a free port with AOF in its own directory; `kill()` and `start()` it.
+
+    Not `persistent`: no AOF and no snapshots, so a restart comes back empty (a wiped store).
+    """
+
+    def __init__(self, directory: Path, *, persistent: bool = True) -> None:
         self.directory = directory
+        self.persistent = persistent
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
@@ -60,7 +96,11 @@ class PrivateRedis:
             "--dir",
             str(self.directory),
         ]
-        command += ["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"]
+        if self.persistent:
+            command += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            command += ["--appendonly", "no"]
+        command += ["--save", "", "--daemonize", "no"]
         log = (self.directory / "redis.log").open("ab")
         self.process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -75,12 +115,13 @@ class PrivateRedis:
 
 
 @contextmanager
-def private_redis() -> Iterator[PrivateRedis]:
-    """A running private Redis, killed and its directory removed afterwards."""
+def private_redis(*, persistent: bool = True) -> Iterator[PrivateRedis]:
+    """A running private Redis (with AOF unless not `persistent`), killed and its directory
+    removed afterwards."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     directory = Path(tempfile.mkdtemp(prefix="mcptasks-redis-"))
-    server = PrivateRedis(directory)
+    server = PrivateRedis(directory, persistent=persistent)
     try:
         server.start()
         yield server

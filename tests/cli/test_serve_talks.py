@@ -8,7 +8,6 @@ client, signals sent to the process. Every wait is bounded and waits for output,
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.extension import advertise
+from private_servers import as_ordinary_user
 from processes import ROOT, clean_env, free_port, serving_http
 from sdk_helpers import Tasks
 
@@ -54,12 +54,18 @@ sys.exit(main(sys.argv[2:]))
 
 
 def run_cli(
-    *args: str, without: str | None = None, cwd: Path = ROOT, env: Mapping[str, str] | None = None
+    *args: str,
+    without: str | None = None,
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+    unprivileged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m mcptasks ARGS` to completion, stdin closed (optionally without some packages)."""
+    """`python -m mcptasks ARGS` to completion, stdin closed (optionally without some packages;
+    `unprivileged`: never with root's privileges, see `as_ordinary_user`)."""
     prefix = ["-c", WITHOUT, without] if without else ["-m", "mcptasks"]
+    command = [sys.executable, *prefix, *args]
     return subprocess.run(
-        [sys.executable, *prefix, *args],
+        as_ordinary_user(command) if unprivileged else command,
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -274,17 +280,24 @@ def test_a_corrupt_store_configured_in_the_file_is_one_line(tmp_path: Path, corr
     one_error_line(run_cli("serve", str(target)), "not a database")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files: the check needs an ordinary user")
 def test_a_read_only_sqlite_store_is_one_line(tmp_path: Path) -> None:
+    # Run as an ordinary user even under root (CI): root's file access would open the file anyway.
     path = tmp_path / "ro.db"
-    sqlite3.connect(path).close()
+    sqlite3.connect(path).close()  # an empty file: opening it as a store must write the schema
     path.chmod(0o444)
     tmp_path.chmod(0o555)
     try:
-        done = run_cli("serve", HELLO, "--store", f"sqlite:///{path}")
+        done = run_cli("serve", HELLO, "--store", f"sqlite:///{path}", unprivileged=True)
     finally:
         tmp_path.chmod(0o755)
-    one_error_line(done, "writable")
+    line = one_error_line(done)
+    assert line == (
+        f"mcptasks: error: cannot open the task store sqlite:///{path}: attempt to write a readonly "
+        "database; make the file and its directory writable by this user, or choose another path"
+    ), done.stderr
+    assert done.stdout == ""  # no start-up block: nothing was served
+    assert [entry.name for entry in tmp_path.iterdir()] == ["ro.db"]  # no journal, no WAL
+    assert path.stat().st_size == 0  # and no schema: the store was not changed
 
 
 @pytest.mark.parametrize(

@@ -24,13 +24,14 @@ from processes import clean_env
 from sdk_helpers import TIMEOUT, poll, serve_http
 
 from mcptasks import EngineConfig, Result, TaskServer
-from mcptasks.client import DetailedTask, TasksClient, start_tool_call
+from mcptasks.client import DetailedTask, TaskPolicy, TasksClient, start_tool_call
 
 pytestmark = pytest.mark.anyio
 
 
 class CountingApp:
-    """A `TaskServer` whose `slow` task changes status three times over `seconds`."""
+    """A `TaskServer` whose `slow` task changes status three times over `seconds`, whose
+    `stepped` task does so at the test's pace (gates), and whose `gated` task waits for one gate."""
 
     def __init__(self, **options: Any) -> None:
         self.app = TaskServer("push-client-tests", config=EngineConfig(immediate_results=False, **options))
@@ -44,17 +45,26 @@ class CountingApp:
         self.app.mcp.middleware.insert(0, count)  # outermost: it sees what push middleware serves
 
         @self.app.task_tool(poll_interval=1.0)
-        async def slow(seconds: float):
+        async def slow(seconds: float) -> AsyncIterator[Any]:
             """Three statuses over `seconds`, then a result."""
             for step in (1, 2, 3):
                 await anyio.sleep(seconds / 3)
                 yield f"step {step} of 3"
             yield Result("slow done")
 
+        @self.app.task_tool(poll_interval=1.0)
+        async def stepped() -> AsyncIterator[Any]:
+            """Three statuses, then a result: each once the client saw the state before it."""
+            for step in (1, 2, 3):
+                await self.gate(f"seen {step}").wait()
+                yield f"step {step} of 3"
+            await self.gate("seen 4").wait()
+            yield Result("stepped done")
+
         # 1 s: a re-listen comes one interval after a cut, a quiet-stream check only ten later,
         # so a loaded machine cannot turn a slow push into an extra tasks/get
         @self.app.task_tool(poll_interval=1.0)
-        async def gated(label: str):
+        async def gated(label: str) -> AsyncIterator[Any]:
             """Say it waits, wait for the test's gate, then finish."""
             yield f"{label}: waiting"
             await self.gate(label).wait()
@@ -65,42 +75,57 @@ class CountingApp:
         return self.gates.setdefault(label, anyio.Event())
 
 
-async def follow(url: str, *, push: bool) -> tuple[list[str], str]:
-    seen: list[str] = []
+async def follow(app: CountingApp, url: str, *, push: bool) -> tuple[list[tuple[str, str | None]], str]:
+    """Call `stepped` through `TasksClient`; the states it saw (status, statusMessage) and the text.
+
+    The body makes its next change only once the client saw the state before it, so every state
+    reaches the client on its own: the states seen do not depend on timing.
+    """
+    seen: list[tuple[str, str | None]] = []
 
     def on_status(task: DetailedTask) -> None:
-        seen.append(task.status_message or task.status)
+        seen.append((task.status, task.status_message))
+        app.gate(f"seen {len(seen)}").set()
 
-    async with Client(url, extensions=[TasksClient(push=push, on_status=on_status)]) as client:
-        result = await client.call_tool("slow", {"seconds": 10.0})
+    # pushed: the client may fall back to one tasks/get only after a whole TIMEOUT without a frame
+    policy = TaskPolicy(min_poll_interval=TIMEOUT) if push else TaskPolicy()
+    extension = TasksClient(policy, push=push, on_status=on_status)
+    async with Client(url, extensions=[extension]) as client:
+        result = await client.call_tool("stepped", {})
     block = result.content[0]
     assert block.type == "text"
     return seen, block.text
 
 
-async def test_a_ten_second_task_followed_by_push_costs_at_most_two_polls() -> None:
+async def test_a_task_followed_by_push_costs_no_poll_and_one_listen_per_change() -> None:
     pushed, polled = CountingApp(), CountingApp()
+    outcomes: dict[str, tuple[list[tuple[str, str | None]], str]] = {}
     async with (
         serve_http(pushed.app.streamable_http_app()) as push_url,
         serve_http(polled.app.streamable_http_app()) as poll_url,
     ):
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as group:
-                outcomes: dict[str, tuple[list[str], str]] = {}
 
-                async def run(name: str, url: str, push: bool) -> None:
-                    outcomes[name] = await follow(url, push=push)
+                async def run(name: str, app: CountingApp, url: str, push: bool) -> None:
+                    outcomes[name] = await follow(app, url, push=push)
 
-                group.start_soon(run, "push", push_url, True)
-                group.start_soon(run, "poll", poll_url, False)
-    for seen, text in outcomes.values():
-        assert text == "slow done"
-        assert [s for s in seen if s.startswith("step")] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
-        assert seen[-1] == "completed" or seen[-1] == "step 3 of 3"
-    assert pushed.methods["tasks/get"] <= 2, pushed.methods
-    assert pushed.methods["subscriptions/listen"] >= 1
-    assert polled.methods["tasks/get"] >= 5, polled.methods  # ~10 polls at pollIntervalMs 1000
-    assert polled.methods["subscriptions/listen"] == 0
+                group.start_soon(run, "push", pushed, push_url, True)
+                group.start_soon(run, "poll", polled, poll_url, False)
+    states = [
+        ("working", None),  # from the creation result
+        ("working", "step 1 of 3"),
+        ("working", "step 2 of 3"),
+        ("working", "step 3 of 3"),
+        ("completed", "step 3 of 3"),  # the result keeps the last status message
+    ]
+    assert outcomes == {"push": (states, "stepped done"), "poll": (states, "stepped done")}
+    # pushed: each of the four changes came on a listen stream of its own, none by tasks/get
+    assert pushed.methods["tasks/get"] == 0, pushed.methods
+    assert pushed.methods["subscriptions/listen"] == 4, pushed.methods
+    # polled: each change needs a tasks/get that sees it (more if a poll comes before the write)
+    assert polled.methods["tasks/get"] >= 4, polled.methods
+    assert polled.methods["subscriptions/listen"] == 0, polled.methods
 
 
 class CountingTasksClient(TasksClient):

@@ -6,10 +6,13 @@ import shutil
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from helpers import wait_idle
 
+from mcptasks import ANONYMOUS_OWNER, EngineConfig, Result, TaskEngine, task_tool
 from mcptasks.stores.base import TaskExists, TaskRecord
 from mcptasks.stores.sqlite import (
     CHECKPOINT_EVERY,
@@ -161,9 +164,10 @@ async def test_a_write_waits_in_the_worker_thread_while_another_connection_holds
     try:
         other.execute("BEGIN IMMEDIATE")
         landed = anyio.Event()
+        waited = TaskRecord(task_id="waited", owner="o", tool="t")
 
         async def create() -> None:
-            await store.create(TaskRecord(task_id="waited", owner="o", tool="t"))
+            await store.create(waited)
             landed.set()
 
         async with anyio.create_task_group() as tg:
@@ -176,7 +180,7 @@ async def test_a_write_waits_in_the_worker_thread_while_another_connection_holds
                 await landed.wait()
     finally:
         other.close()
-    assert await store.get("waited") is not None
+    assert await store.get("waited") == waited
 
 
 async def test_the_wal_is_checkpointed_into_the_database_file(store: SqliteTaskStore, tmp_path: Path) -> None:
@@ -196,23 +200,62 @@ async def test_the_wal_is_checkpointed_into_the_database_file(store: SqliteTaskS
     assert await store.get(f"w-{count - 1}") is not None
 
 
-async def test_duplicate_in_a_batch_fails_only_its_caller(store: SqliteTaskStore) -> None:
-    outcomes: dict[int, str] = {}
+async def test_duplicate_in_a_batch_fails_only_its_caller(store: SqliteTaskStore, tmp_path: Path) -> None:
+    # Two creates per id in one batch: one lands whole (the one whose caller got its record
+    # back), the other caller alone gets TaskExists and its record leaves no trace.
+    records = [
+        TaskRecord(task_id=f"dup-{i // 2}", owner="o", tool="t", arguments={"i": i}) for i in range(100)
+    ]
+    outcomes: dict[int, TaskRecord | TaskExists] = {}
 
     async def create(i: int) -> None:
         try:
-            await store.create(TaskRecord(task_id=f"dup-{i // 2}", owner="o", tool="t", arguments={"i": i}))
-            outcomes[i] = "ok"
-        except TaskExists:
-            outcomes[i] = "exists"
+            outcomes[i] = await store.create(records[i])
+        except TaskExists as exc:
+            outcomes[i] = exc
 
     async with anyio.create_task_group() as tg:
         for i in range(100):
             tg.start_soon(create, i)
-    assert sorted(outcomes.values()).count("ok") == 50
+    assert sorted(outcomes) == list(range(100))
     for pair in range(50):
-        assert {outcomes[2 * pair], outcomes[2 * pair + 1]} == {"ok", "exists"}
-        assert await store.get(f"dup-{pair}") is not None
+        first, second = 2 * pair, 2 * pair + 1
+        won, lost = (first, second) if isinstance(outcomes[first], TaskRecord) else (second, first)
+        assert outcomes[won] is records[won]
+        refused = outcomes[lost]
+        assert isinstance(refused, TaskExists) and refused.args == (f"dup-{pair}",)
+        stored = await store.get(f"dup-{pair}")
+        assert stored == records[won]  # the winner's record as given: its arguments, not the loser's
+        assert stored is not None
+        assert (stored.arguments, stored.status, stored.version) == ({"i": won}, "working", 0)
+    conn = sqlite3.connect(tmp_path / "tasks.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM tasks").fetchone()[0] == 50
+    finally:
+        conn.close()
+
+
+async def test_concurrent_replaces_of_one_version_have_one_winner(store: SqliteTaskStore) -> None:
+    created = await store.create(TaskRecord(task_id="cas", owner="o", tool="t"))
+    writes = [created.evolve(status_message=f"writer {i}") for i in range(50)]
+    won: dict[int, bool] = {}
+
+    async def replace(i: int) -> None:
+        won[i] = await store.replace(writes[i], expected_version=created.version)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(replace, i)
+    winners = [i for i in range(50) if won[i]]
+    assert len(winners) == 1 and len(won) == 50  # every other writer got False
+    (winner,) = winners
+    stored = await store.get("cas")
+    assert stored == writes[winner]
+    assert stored is not None and (stored.status_message, stored.version) == (f"writer {winner}", 1)
+    assert [write.version for i, write in enumerate(writes) if i != winner] == [0] * 49  # not bumped
+    loser = next(i for i in range(50) if i != winner)
+    assert not await store.replace(writes[loser], expected_version=0)  # a late retry loses, too
+    assert await store.get("cas") == writes[winner]
 
 
 async def test_unserialisable_record_fails_only_its_caller(store: SqliteTaskStore) -> None:
@@ -236,16 +279,60 @@ async def test_unserialisable_record_fails_only_its_caller(store: SqliteTaskStor
     assert await store.get("bad") is None
 
 
-async def test_cancelled_callers_do_not_wedge_the_store(store: SqliteTaskStore) -> None:
-    async with anyio.create_task_group() as tg:
-        for i in range(200):
-            tg.start_soon(store.create, TaskRecord(task_id=f"c-{i}", owner="o", tool="t"))
-        await anyio.lowlevel.checkpoint()
-        tg.cancel_scope.cancel()
-    # whatever was cancelled, the queue must still work, and every create either landed or not
+async def test_cancelled_callers_do_not_wedge_the_store(store: SqliteTaskStore, tmp_path: Path) -> None:
+    # Another connection holds the write lock: the first create leads a batch that waits for it
+    # in the worker thread, and every later create queues behind. Then the leader's caller is
+    # cancelled (its batch is in flight: it lands and the caller still gets its record) and so
+    # is every odd queued caller (never taken: nothing of theirs lands); then the lock goes.
+    lead = TaskRecord(task_id="lead", owner="o", tool="t")
+    queued = [TaskRecord(task_id=f"c-{i}", owner="o", tool="t", arguments={"i": i}) for i in range(40)]
+    outcomes: dict[str, TaskRecord | None] = {}
+    """What each caller got back; None: its create was cancelled."""
+    scopes: dict[str, anyio.CancelScope] = {}
+
+    async def create(record: TaskRecord) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[record.task_id] = scope
+            outcomes[record.task_id] = await store.create(record)
+            return
+        outcomes[record.task_id] = None
+
+    other = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(create, lead)
+            await anyio.wait_all_tasks_blocked()  # the leader waits for the lock in the thread
+            for record in queued:
+                tg.start_soon(create, record)
+            await anyio.wait_all_tasks_blocked()  # and the others wait in the queue
+            scopes["lead"].cancel()
+            for record in queued[1::2]:
+                scopes[record.task_id].cancel()
+            await anyio.wait_all_tasks_blocked()  # the cancelled queued callers have left
+            assert outcomes == {record.task_id: None for record in queued[1::2]}
+            other.execute("COMMIT")
+    finally:
+        other.close()
+    kept = [lead, *queued[::2]]
+    assert outcomes == {
+        **{record.task_id: record for record in kept},
+        **{record.task_id: None for record in queued[1::2]},
+    }
+    for record in kept:
+        assert await store.get(record.task_id) == record
+    for record in queued[1::2]:
+        assert await store.get(record.task_id) is None
+    # the queue still works
     with anyio.fail_after(10):
-        await store.create(TaskRecord(task_id="after", owner="o", tool="t"))
-        assert await store.get("after") is not None
+        after = await store.create(TaskRecord(task_id="after", owner="o", tool="t"))
+    assert await store.get("after") == after
+    conn = sqlite3.connect(tmp_path / "tasks.db")
+    try:
+        stored_ids = {row[0] for row in conn.execute("SELECT task_id FROM tasks")}
+        assert stored_ids == {record.task_id for record in [*kept, after]}
+    finally:
+        conn.close()
 
 
 async def test_use_before_open_says_how_to_open_and_creates_no_file(tmp_path: Path) -> None:
@@ -258,16 +345,17 @@ async def test_use_before_open_says_how_to_open_and_creates_no_file(tmp_path: Pa
 async def test_close_waits_for_queued_operations(tmp_path: Path) -> None:
     store = SqliteTaskStore(tmp_path / "tasks.db")
     await store.open()
+    records = [TaskRecord(task_id=f"q-{i}", owner="o", tool="t", arguments={"i": i}) for i in range(50)]
     async with anyio.create_task_group() as tg:
-        for i in range(50):
-            tg.start_soon(store.create, TaskRecord(task_id=f"q-{i}", owner="o", tool="t"))
+        for record in records:
+            tg.start_soon(store.create, record)
         await anyio.wait_all_tasks_blocked()  # every create is queued or running
         await store.close()
     reopened = SqliteTaskStore(tmp_path / "tasks.db")
     await reopened.open()
     try:
-        for i in range(50):
-            assert await reopened.get(f"q-{i}") is not None
+        for record in records:
+            assert await reopened.get(record.task_id) == record  # each whole, none lost
     finally:
         await reopened.close()
 
@@ -365,3 +453,50 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert _pragma(path, "user_version") == SCHEMA_VERSION
+
+
+# -- two engines on one file -----------------------------------------------------------------
+
+
+async def test_a_body_whose_task_another_engine_took_over_at_the_same_attempt_writes_no_end(
+    tmp_path: Path,
+) -> None:
+    # The first engine's body ends after a second engine on the same file was given its record
+    # at the same attempt (runner changed, attempt not: no re-run). Only the check that the
+    # record's runner is still this engine keeps that end from overwriting the second engine's
+    # state: the attempt check alone lets it through.
+    db = tmp_path / "tasks.db"
+    release = anyio.Event()
+    ended: list[str] = []
+
+    @task_tool
+    async def handed_over() -> AsyncIterator[Any]:
+        await release.wait()
+        ended.append("first engine's body")
+        yield Result("written by the first engine")
+
+    # a lease of an hour: no periodic recovery runs during the test, so neither engine looks at
+    # the record on its own; the first learns of the takeover only when it writes the end
+    config = EngineConfig(lease_ttl=3600.0, immediate_results=False)
+    async with TaskEngine(SqliteTaskStore(db), config=config) as first:
+        created = await first.start(handed_over, {}, owner=ANONYMOUS_OWNER)
+        async with TaskEngine(SqliteTaskStore(db), config=config) as second:
+            given = await second.store.get(created.task_id)
+            assert given is not None
+            assert (given.runner, given.attempt, given.status) == (first.instance_id, 1, "working")
+            taken = given.evolve(runner=second.instance_id, status_message="runs on the second engine")
+            assert await second.store.replace(taken, expected_version=given.version)
+            release.set()
+            await wait_idle(first)  # the first engine's body ended and its end write is over
+            assert ended == ["first engine's body"]
+            after = await second.store.get(created.task_id)
+    assert after == taken  # the second engine's state, version and all: nothing was written over it
+    assert after is not None
+    assert (after.runner, after.attempt, after.status, after.status_message, after.result) == (
+        second.instance_id,
+        1,
+        "working",
+        "runs on the second engine",
+        None,
+    )
+    assert after.version == given.version + 1
