@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, Literal, Protocol, TypedDict, overload
 
-import anyio.to_thread
 from anyio import CapacityLimiter
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from mcptasks._authoring.capabilities import INPUT_CAPABILITIES, InputCapability
 from mcptasks._authoring.context import TaskContext
-from mcptasks._authoring.threaded import ThreadedGenerator, run_in_thread
+from mcptasks._authoring.threaded import ThreadedGenerator, ThreadShare, as_share, run_in_thread
 from mcptasks.errors import ToolError
 from mcptasks.wire import EXTENSION_ID, TaskSupport
 
@@ -113,21 +112,25 @@ class TaskTool(Generic[P, R]):
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     def open_body(
-        self, arguments: dict[str, Any], context: TaskContext, limiter: CapacityLimiter | None = None
+        self,
+        arguments: dict[str, Any],
+        context: TaskContext,
+        limiter: CapacityLimiter | ThreadShare | None = None,
     ) -> Any:
         """Call the function: an async generator or a coroutine, not started yet.
 
-        A `def` body becomes one too, running in worker threads bounded by `limiter`.
+        A `def` body becomes one too, running in worker threads bounded by `limiter` (a share of
+        `OwnerThreads`, a limiter, or None: anyio's default limiter).
         """
         kwargs = dict(arguments)
         fn: Callable[..., Any] = self.fn
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = context
         if self.threaded:
-            limiter = limiter if limiter is not None else anyio.to_thread.current_default_thread_limiter()
+            share = as_share(limiter)
             if self.is_generator:
-                return ThreadedGenerator(fn(**kwargs), limiter)
-            return run_in_thread(fn, kwargs, limiter)
+                return ThreadedGenerator(fn(**kwargs), share)
+            return run_in_thread(fn, kwargs, share)
         return fn(**kwargs)
 
     def definition(self) -> dict[str, Any]:

@@ -81,7 +81,8 @@ class EngineConfig:
     the SDK's request machinery (same bytes on the wire; `TaskServer.streamable_http_app` and
     `mcptasks serve`)."""
     parked_limit: int = 1000
-    """How many inline calls may wait at a question between their rounds at once."""
+    """How many inline calls may wait at a question between their rounds at once (of one owner:
+    `Limits.max_parked_per_owner`)."""
     parked_seconds: float = 600.0
     """How long such a call waits for its retry before its body is cancelled."""
     push: bool = True

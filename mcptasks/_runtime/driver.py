@@ -6,6 +6,7 @@ The same driver serves a task, an inline call and the synchronous MRTR rounds be
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Sequence
@@ -47,6 +48,18 @@ class Outcome:
             first = content[0] if isinstance(content[0], dict) else {}
             return str(first.get("text", "Tool error"))
         return None
+
+    @property
+    def error_reason(self) -> str | None:
+        """The failure's `error.data.reason`, when it has one."""
+        data = self.error.get("data") if self.error is not None else None
+        reason = data.get("reason") if isinstance(data, dict) else None
+        return reason if isinstance(reason, str) else None
+
+    def summary(self) -> str:
+        """The outcome as compact JSON, for a log line that must keep what could not be written."""
+        body = {"status": self.status, "result": self.result, "error": self.error}
+        return json.dumps(body, separators=(",", ":"), default=repr)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.results import error_result
+from mcptasks._authoring.threaded import OwnerThreads, ThreadShare
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.config import PollLimit as PollLimit
@@ -48,7 +49,7 @@ from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
 from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
-from mcptasks._runtime.outages import StoreRetry, describe, outage_errors
+from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_permanent, permanent_errors
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
 from mcptasks._runtime.retention import Retention
@@ -78,6 +79,21 @@ logger = logging.getLogger("mcptasks")
 async def _close_body(body: Any) -> None:
     if isinstance(body, AsyncGenerator):
         await body.aclose()
+
+
+_ONCE = StoreRetry(budget=0)
+"""One attempt, no retry (the reaper tries kept ends again at its next round)."""
+
+_AT_SHUTDOWN = StoreRetry(budget=5.0, maximum=1.0)
+"""How long a body that ends while the engine shuts down waits for a failing store."""
+
+
+def _refused(outcome: Outcome, exc: BaseException) -> Outcome:
+    """The failure recorded instead of an end the store refused for good."""
+    message = f"The task ended ({outcome.status}), but its end could not be recorded ({describe(exc)})."
+    return Outcome(
+        "failed", error={"code": INTERNAL_ERROR, "message": message, "data": {"reason": STORE_REJECTED}}
+    )
 
 
 _HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
@@ -165,7 +181,9 @@ class TaskEngine:
         self.config = config if config is not None else EngineConfig()
         self.instance_id = self.config.instance_id or new_instance_id()
         self._unsettled: dict[str, Unsettled] = {}
-        """Ends of tasks that could not be recorded because the store stayed unreachable."""
+        """Ends of tasks that could not be recorded because the store kept failing."""
+        self._epoch: str | None = None
+        """The store's `epoch()` when last read (a change: the store lost its data)."""
         self._unstored: dict[str, TaskRecord] = {}
         """Records of runs started with `defer=True` and not written yet (the first write stores them)."""
         self._storing: dict[str, anyio.Event] = {}
@@ -188,7 +206,8 @@ class TaskEngine:
         """Called at shutdown with the bodies still running `Limits.cancel_grace` after they
         were cancelled (`mcptasks serve` exits the process there instead of waiting forever)."""
         self._drained: anyio.Event | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._threads: OwnerThreads | None = None
+        """The worker threads of `def` bodies (`Limits.threads`, `threads_per_owner`)."""
         self._polls = PollMarks()
         self._claim_wakeup: anyio.Event | None = None
         self._claiming = 0
@@ -200,9 +219,9 @@ class TaskEngine:
         """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
 
     @property
-    def outage_errors(self) -> tuple[type[BaseException], ...]:
-        """The exceptions that mean the store is unreachable (not a bug, not a lost worker)."""
-        return outage_errors(self.store)
+    def permanent_errors(self) -> tuple[type[BaseException], ...]:
+        """The store errors that retrying cannot cure; every other store error is retried."""
+        return permanent_errors(self.store)
 
     def configure(self, config: EngineConfig) -> None:
         """Replace the configuration before the engine starts (what `mcptasks serve` does)."""
@@ -313,7 +332,7 @@ class TaskEngine:
             stack.push_async_callback(self.store.close)
             await self.store.heartbeat(self.instance_id, self.lease_ttl)
             self._closing = False
-            self._limiter = anyio.CapacityLimiter(self.limits.threads)
+            self._threads = OwnerThreads(self.limits.threads, self.limits.thread_share)
             beats = self._heartbeat_thread()
             if beats is not None:
                 beats.start()
@@ -420,6 +439,7 @@ class TaskEngine:
         first batch, so a caller can serve while a large backlog is still being recovered. Bodies
         running here whose record became terminal or vanished (a missed notification) are stopped.
         """
+        await self._check_epoch()
         await self._write_unsettled()
         running_before = dict(self._runs)
         claiming = self._claiming
@@ -442,6 +462,43 @@ class TaskEngine:
         if count:
             logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         return count
+
+    async def _check_epoch(self) -> None:
+        """Notice a store that lost its data (a Redis restarted without persistence, a database
+        restored from a backup): its `epoch()` changed since the last look.
+
+        Says so once, in one error naming the store and the tasks of this engine it no longer
+        holds; their bodies are stopped and their ends logged, not written into the new data.
+        """
+        read = getattr(self.store, "epoch", None)
+        if read is None:
+            return
+        epoch = str(await read())
+        previous, self._epoch = self._epoch, epoch
+        if previous is None or previous == epoch:
+            return
+        mine = [*self._runs, *self._unsettled]
+        lost = [task_id for task_id in mine if await self.store.get(task_id) is None]
+        logger.error(
+            "the task store %r came back empty (its data marker changed from %s to %s: it was "
+            "restarted without persistence, flushed or restored from a backup): %d task(s) of this "
+            "server are no longer in it; their bodies are stopped and their ends logged, not written",
+            self.store,
+            previous,
+            epoch,
+            len(lost),
+        )
+        for task_id in lost:
+            kept = self._unsettled.pop(task_id, None)
+            if kept is not None:
+                logger.error(
+                    "task %s is no longer in the task store; its end was not written: %s",
+                    task_id,
+                    kept.outcome.summary(),
+                )
+            run = self._runs.get(task_id)
+            if run is not None:
+                run.stop()
 
     async def _stop_stale(self, running: Mapping[str, TaskRun], active: Mapping[str, TaskRecord]) -> None:
         """Stop the runs whose record ended, vanished or was taken over (a missed notification)."""
@@ -593,11 +650,18 @@ class TaskEngine:
         """Refuse a create over `Limits.max_active_per_owner` / `max_active` (nothing is created)."""
         limits = self.limits
         retry_ms = max(1, round(limits.retry_after * 1000))
-        if limits.max_active is not None and len(self._runs) >= limits.max_active:
-            raise TooManyTasks("server", limits.max_active, retry_ms)
-        per_owner = limits.max_active_per_owner
+        per_owner = limits.active_share  # checked first: it holds however many others run
         if per_owner is not None and self._active_by_owner.get(owner, 0) >= per_owner:
             raise TooManyTasks("owner", per_owner, retry_ms)
+        if limits.max_active is not None and len(self._runs) >= limits.max_active:
+            raise TooManyTasks("server", limits.max_active, retry_ms)
+
+    def threads_for(self, tool: TaskTool, owner: str) -> ThreadShare | None:
+        """The worker threads a `def` body of `tool` runs in for `owner` (None: `tool` has no
+        `def` body, or the engine is not running)."""
+        if self._threads is None or not tool.threaded:
+            return None
+        return self._threads.share(owner)
 
     def _add_run(self, run: TaskRun) -> TaskRun:
         self._runs[run.task_id] = run
@@ -887,7 +951,7 @@ class TaskEngine:
             return prepared.question.body, Pending(prepared)
         if prepared is None:
             context = TaskContext(channel, owner=owner, tool=tool.name)
-            return tool.open_body(args, context, self._limiter), None
+            return tool.open_body(args, context, self.threads_for(tool, owner)), None
         body, context, pending = prepared
         carried = context.saved  # saved during the input rounds before the task
         context._rebind(channel)
@@ -911,8 +975,9 @@ class TaskEngine:
     async def _settle(self, run: TaskRun, outcome: Outcome | None, *, patient: bool = True) -> None:
         """Record how a run ended and forget it (outcome None: the engine is shutting down).
 
-        While the store is unreachable the end is retried (`store_retry`, when `patient`); if it
-        stays unreachable, the outcome is kept and written by the reaper once the store answers.
+        While the store fails, the end is retried (`store_retry`, when `patient`; a few seconds
+        at shutdown); if it keeps failing, the outcome is kept and written by the reaper once the
+        store answers (at shutdown it is logged in full instead).
         """
         try:
             if outcome is None:  # release the task (retry_on_crash) or fail it
@@ -920,52 +985,110 @@ class TaskEngine:
                 if record is not None and run.owns(record):
                     await self._orphaned(record, shutdown=True)
             else:
-
-                async def finish() -> TaskRecord | None:
-                    return await self._finish(
-                        run.task_id,
-                        outcome,
-                        only_runner=self.instance_id,
-                        only_attempt=run.attempt,
-                        known=run.record,
-                        status_message=run.pending_status,
-                    )
-
-                if patient:
-                    written = await self.store_retry.run(
-                        finish, errors=self.outage_errors, what=f"recording the end of task {run.task_id}"
-                    )
-                else:
-                    written = await finish()
-                if written is not None:
-                    run.final = outcome
-        except self.outage_errors as exc:
-            kept = outcome is not None and patient  # not at shutdown: nothing would write it
-            if outcome is not None and patient:
-                self._unsettled[run.task_id] = Unsettled(run, outcome)
+                await self._record_end(
+                    run, outcome, self.store_retry if patient else _AT_SHUTDOWN, keep=patient
+                )
+        except Exception as exc:
             logger.error(
-                "could not record the end of task %s: the task store is unreachable (%s); %s",
-                run.task_id,
-                describe(exc),
-                "it is kept and written once the store answers" if kept else "it stays active",
+                "could not release task %s at shutdown (%s); it stays active", run.task_id, describe(exc)
             )
-        except Exception:
-            # The store failed the final write: the task stays active and, once this instance
-            # is gone or restarted, the reaper fails (or re-runs) it.
-            logger.exception("could not record the end of task %s", run.task_id)
         finally:
             self._drop_run(run.task_id)
 
-    async def _write_unsettled(self) -> None:
-        """Record the ends kept while the store was unreachable (raises while it still is)."""
-        for task_id, (run, outcome) in list(self._unsettled.items()):
-            written = await self._finish(
-                task_id, outcome, only_runner=self.instance_id, only_attempt=run.attempt
+    async def _record_end(
+        self, run: TaskRun, outcome: Outcome, retry: StoreRetry, *, keep: bool, again: bool = False
+    ) -> bool:
+        """Write a run's end, retried on every store error but a permanent one; False when it
+        could not be written yet (`keep`: it is kept in `_unsettled` for the reaper).
+
+        An end the store refuses for good (a permanent error) is replaced by a failure that says
+        so. `again`: a kept end, tried once more by the reaper (its first failure was logged).
+        """
+        task_id = run.task_id
+        permanent = self.permanent_errors
+
+        async def finish() -> TaskRecord | None:
+            return await self._finish(
+                task_id,
+                outcome,
+                only_runner=self.instance_id,
+                only_attempt=run.attempt,
+                known=None if again else run.record,
+                status_message=run.pending_status,
             )
+
+        try:
+            written = await retry.run(
+                finish, permanent=permanent, what=f"recording the end of task {task_id}"
+            )
+        except Exception as exc:
+            if is_permanent(exc, permanent) and outcome.error_reason != STORE_REJECTED:
+                logger.error(
+                    "the task store refused the end of task %s (%s); recording a failure instead",
+                    task_id,
+                    describe(exc),
+                    exc_info=exc,
+                )
+                return await self._record_end(run, _refused(outcome, exc), retry, keep=keep)
+            if keep:
+                self._unsettled[task_id] = Unsettled(run, outcome)
+                if not again:
+                    logger.error(
+                        "could not record the end of task %s yet: the task store keeps failing (%s); "
+                        "it is kept and written once the store answers",
+                        task_id,
+                        describe(exc),
+                    )
+            else:
+                logger.error(
+                    "could not record the end of task %s: the task store keeps failing (%s); its outcome: %s",
+                    task_id,
+                    describe(exc),
+                    outcome.summary(),
+                )
+            return False
+        await self._ended(run, outcome, written)
+        return True
+
+    async def _ended(self, run: TaskRun, outcome: Outcome, written: TaskRecord | None) -> None:
+        """After an end write: note the final outcome, or say why the end was not written."""
+        if written is not None and run.owns(written):
+            run.final = outcome
+            return
+        if written is not None:
+            logger.warning(
+                "task %s was taken over by %s (attempt %d); this run's end (%s) is not written",
+                run.task_id,
+                written.runner,
+                written.attempt,
+                outcome.status,
+            )
+            return
+        try:
+            current = await self.store.get(run.task_id)
+        except Exception:
+            return  # ended, or vanished: nothing here to tell which
+        if current is None:
+            logger.error(
+                "task %s is no longer in the task store; its end was not written: %s",
+                run.task_id,
+                outcome.summary(),
+            )
+        elif outcome is not _HALTED:
+            logger.info(
+                "task %s ended %s elsewhere before this run's end (%s) was written",
+                run.task_id,
+                current.status,
+                outcome.status,
+            )
+
+    async def _write_unsettled(self) -> None:
+        """Record the ends kept while the store failed (stops at the first that still fails)."""
+        for task_id, (run, outcome) in list(self._unsettled.items()):
             del self._unsettled[task_id]
-            if written is not None:
-                run.final = outcome
-                logger.info("recorded the end of task %s after the task store came back", task_id)
+            if not await self._record_end(run, outcome, _ONCE, keep=True, again=True):
+                return
+            logger.info("recorded the end of task %s after the task store came back", task_id)
 
     def _stopped_outcome(self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope) -> Outcome | None:
         """The outcome of a body this engine cancelled (None: shutting down)."""
@@ -1004,7 +1127,7 @@ class TaskEngine:
         """
         channel = channel if channel is not None else InlineChannel(tool.name)
         context = TaskContext(channel, owner=owner, tool=tool.name)
-        body = tool.open_body(arguments, context, self._limiter)
+        body = tool.open_body(arguments, context, self.threads_for(tool, owner))
         return await run_body(body, channel, tool.name, max_result_bytes=self.limits.max_result_bytes)
 
     async def _finish(

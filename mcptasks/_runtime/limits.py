@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Final, Literal
 
 from mcptasks.errors import ProtocolError
 
 TOO_MANY_TASKS = -32000
 """JSON-RPC error code of a create refused by `max_active_per_owner` / `max_active`."""
+
+SHARE: Final = "share"
+"""The default of a per-owner bound: a fixed fraction of its process bound (`_SHARE_OF`)."""
+
+_SHARE_OF = {"max_active_per_owner": 10, "max_parked_per_owner": 10, "threads_per_owner": 2}
+"""Each per-owner bound left at `SHARE` is its process bound divided by this (at least 1)."""
 
 
 _COUNTS = frozenset(
@@ -20,6 +27,8 @@ _COUNTS = frozenset(
         "max_input_requests",
         "threads",
         "max_unwritten_results",
+        "max_parked_per_owner",
+        "threads_per_owner",
     }
 )
 
@@ -30,7 +39,7 @@ class Limits:
 
     - `max_active_per_owner` / `max_active`: running tasks one owner / this server may have at
       once (None: unbounded). A create over either gets error -32000 with `data.retryAfterMs`
-      and no task is created.
+      and no task is created. The per-owner default `"share"` is a tenth of `max_active`.
     - `retry_after`: the seconds suggested to a refused client.
     - `max_result_bytes`: the largest result (as JSON) a task may end with; over it the task fails.
     - `max_status_length`: longer status messages are cut to this many characters (ending in "…").
@@ -46,9 +55,18 @@ class Limits:
     - `max_unwritten_results`: immediate results answered before their records are in the store
       (at most this many at once; more wait for their write). 0: every immediate result waits
       until its record is stored.
+    - `max_parked_per_owner`: inline calls of one owner kept waiting at a question between their
+      rounds (of `EngineConfig.parked_limit` in all); default `"share"`: a tenth of it.
+    - `threads_per_owner`: worker threads one owner's `def` bodies may hold at once (of
+      `threads`); its other bodies wait, the threads left stay free for other owners. Default
+      `"share"`: half of `threads`.
+
+    A per-owner bound is a whole number, None (no per-owner bound) or `"share"` (the default: a
+    fraction of its process bound, at least 1), so one owner never takes all of a resource
+    unless configured to; a whole number above its process bound raises `ValueError`.
     """
 
-    max_active_per_owner: int | None = 1000
+    max_active_per_owner: int | Literal["share"] | None = SHARE
     max_active: int | None = 10_000
     retry_after: float = 5.0
     max_result_bytes: int = 16 * 1024 * 1024
@@ -59,11 +77,16 @@ class Limits:
     blocking_threshold: float | None = 1.0
     cancel_grace: float = 10.0
     max_unwritten_results: int = 256
+    max_parked_per_owner: int | Literal["share"] | None = SHARE
+    threads_per_owner: int | Literal["share"] | None = SHARE
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if value is None and spec.name in ("max_active_per_owner", "max_active", "blocking_threshold"):
+            if value is None and spec.name in ("max_active", "blocking_threshold", *_SHARE_OF):
+                continue
+            if spec.name in _SHARE_OF and isinstance(value, str):
+                _check_share_name(spec.name, value)
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"Limits.{spec.name} must be a finite number, got {value!r}")
@@ -73,17 +96,55 @@ class Limits:
                 continue
             if value <= 0:
                 raise ValueError(f"Limits.{spec.name} must be positive, got {value!r}")
+        for name, bound in (("max_active_per_owner", "max_active"), ("threads_per_owner", "threads")):
+            share, total = getattr(self, name), getattr(self, bound)
+            if isinstance(share, int) and total is not None and share > total:
+                raise ValueError(
+                    f"Limits.{name} ({share}) must not be above Limits.{bound} ({total}); "
+                    f"set it to {total} to let one owner use all of it"
+                )
+
+    @property
+    def active_share(self) -> int | None:
+        """Running tasks one owner may have: `max_active_per_owner` with `"share"` resolved."""
+        return _resolve(self.max_active_per_owner, self.max_active, "max_active_per_owner")
+
+    @property
+    def thread_share(self) -> int | None:
+        """Worker threads one owner's `def` bodies may hold: `threads_per_owner` resolved."""
+        return _resolve(self.threads_per_owner, self.threads, "threads_per_owner")
+
+    def parked_share(self, parked_limit: int) -> int | None:
+        """Inline calls one owner may keep parked of `parked_limit` (`max_parked_per_owner`
+        resolved; never above `parked_limit`)."""
+        share = _resolve(self.max_parked_per_owner, parked_limit, "max_parked_per_owner")
+        return None if share is None else min(share, parked_limit)
+
+
+def _check_share_name(name: str, value: str) -> None:
+    if value != SHARE:
+        raise ValueError(f"Limits.{name} must be a positive whole number, None or 'share', got {value!r}")
+
+
+def _resolve(share: int | str | None, total: int | None, name: str) -> int | None:
+    """A per-owner bound: `share` itself, or for `"share"` its fraction of `total` (at least 1)."""
+    if share != SHARE:
+        assert not isinstance(share, str)
+        return share
+    if total is None:
+        return None
+    return max(1, total // _SHARE_OF[name])
 
 
 class TooManyTasks(ProtocolError):
     """A create refused because the owner or the server has too many running tasks."""
 
     def __init__(self, scope: str, limit: int, retry_after_ms: int) -> None:
-        who = "you have" if scope == "owner" else "this server has"
+        who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
         super().__init__(
             TOO_MANY_TASKS,
-            f"Too many active tasks: {who} {limit} running (the limit); retry in {retry_after_ms} ms "
+            f"Too many active tasks: {who} limit of {limit} running tasks; retry in {retry_after_ms} ms "
             "or after some finish",
-            {"retryAfterMs": retry_after_ms, "limit": limit, "scope": scope},
+            {"reason": "too_many_tasks", "retryAfterMs": retry_after_ms, "limit": limit, "scope": scope},
         )
         self.retry_after_ms = retry_after_ms

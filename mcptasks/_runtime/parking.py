@@ -4,8 +4,9 @@ When an inline body (a call without the tasks extension) asks a question, the ca
 `input_required` and the body stays suspended at its question in this process, under an id that
 travels in the signed `requestState`. The retry carrying that state resumes the same body with the
 answers: nothing before the question runs again. A body is kept for at most `seconds` after it
-asked and at most `limit` bodies are kept at once; when the retry cannot find it (another replica,
-a restart, expiry, a full registry) the call is replayed from the start with the gathered answers
+asked, at most `limit` bodies are kept at once and at most `per_owner` of one owner; when the
+retry cannot find it (another replica, a restart, expiry, a full registry) the call is replayed
+from the start with the gathered answers
 (`mcptasks._runtime.mrtr`), or, for a tool declared `replay_safe=False`, refused with -32021 so the client
 calls it as a task instead.
 """
@@ -140,28 +141,55 @@ class InlineSession:
 class ParkedCalls:
     """The inline bodies suspended at a question in this process, by session id.
 
-    `limit`: how many at once (a question asked beyond it is not kept); `seconds`: how long a
-    suspended body waits for the retry before it is cancelled.
+    `limit`: how many at once (a question asked beyond it is not kept); `per_owner`: how many of
+    one owner (None: up to `limit`); `seconds`: how long a suspended body waits for the retry
+    before it is cancelled.
     """
 
-    def __init__(self, *, limit: int = 1000, seconds: float = 600.0) -> None:
+    def __init__(self, *, limit: int = 1000, seconds: float = 600.0, per_owner: int | None = None) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"the parked-call limit must be a non-negative integer, got {limit!r}")
+        if per_owner is not None and (
+            isinstance(per_owner, bool) or not isinstance(per_owner, int) or per_owner < 0
+        ):
+            raise ValueError(
+                f"the per-owner parked-call limit must be a non-negative integer, got {per_owner!r}"
+            )
         if not seconds > 0:
             raise ValueError(f"the parked-call time must be positive, got {seconds!r}")
         self.limit = limit
+        self.per_owner = per_owner
         self.seconds = float(seconds)
         self._sessions: dict[str, InlineSession] = {}
+        self._by_owner: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def park(self, session: InlineSession) -> bool:
-        """Keep `session` for the next round; False when the registry is full."""
+    def full(self, owner: str) -> tuple[str, int] | None:
+        """The bound a call of `owner` would go over if kept: `("owner", per_owner)` or
+        `("server", limit)`; None while there is room."""
+        if self.per_owner is not None and self._by_owner.get(owner, 0) >= self.per_owner:
+            return ("owner", self.per_owner)
         if len(self._sessions) >= self.limit:
+            return ("server", self.limit)
+        return None
+
+    def park(self, session: InlineSession) -> bool:
+        """Keep `session` for the next round; False when a bound is reached (see `full`)."""
+        if self.full(session.owner) is not None:
             return False
         self._sessions[session.id] = session
+        self._by_owner[session.owner] = self._by_owner.get(session.owner, 0) + 1
         return True
+
+    def _drop(self, session: InlineSession) -> None:
+        del self._sessions[session.id]
+        left = self._by_owner[session.owner] - 1
+        if left:
+            self._by_owner[session.owner] = left
+        else:
+            del self._by_owner[session.owner]
 
     def claim(self, session_id: str | None, *, tool: str, digest: str, owner: str) -> InlineSession | None:
         """Take the session a retry continues, if it is kept here for this very call and owner."""
@@ -170,12 +198,12 @@ class ParkedCalls:
         session = self._sessions.get(session_id)
         if session is None or (session.tool, session.digest, session.owner) != (tool, digest, owner):
             return None
-        del self._sessions[session_id]
+        self._drop(session)
         return session
 
     def forget(self, session: InlineSession) -> bool:
         """Drop `session` if it is kept; True when it was."""
         if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]
+            self._drop(session)
             return True
         return False

@@ -232,15 +232,26 @@ def known_method(request: InputRequest) -> bool:
     return request.before_task or request.method in METHOD_CAPABILITY
 
 
-def not_replay_safe_error(tool: str) -> ProtocolError:
-    """-32021 for an inline round of a tool that must not be replayed and cannot be kept here."""
+def not_replay_safe_error(tool: str, full: tuple[str, int] | None = None) -> ProtocolError:
+    """-32021 for an inline round of a tool that must not be replayed and cannot be kept here
+    (`full`: the bound of kept calls that was reached, from `ParkedCalls.full`)."""
+    data = missing_capability_data()
+    if full is None:
+        why = (
+            "(the retry reached another server, the server restarted, the call waited too long, "
+            "or too many calls wait)"
+        )
+    else:
+        scope, limit = full
+        who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
+        why = f"({who} limit of {limit} inline calls waiting for input)"
+        data.update(reason="too_many_parked_calls", limit=limit, scope=scope)
     return ProtocolError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
         f"Tool {tool!r} is not safe to run again from the start, and this server cannot keep the call "
-        "suspended until its retry (the retry reached another server, the server restarted, the call "
-        "waited too long, or too many calls wait). Call it as a task: declare "
+        f"suspended until its retry {why}. Call it as a task: declare "
         f"extensions[{EXTENSION_ID!r}] in the request's client capabilities.",
-        missing_capability_data(),
+        data,
     )
 
 
@@ -260,6 +271,14 @@ class _Call(NamedTuple):
     owner: str
     input_responses: object
     request_state: object
+
+
+def _parked_calls(config: EngineConfig) -> ParkedCalls:
+    """The registry of parked inline calls `config` asks for (`parked_limit`, per-owner share)."""
+    limit = config.parked_limit
+    return ParkedCalls(
+        limit=limit, seconds=config.parked_seconds, per_owner=config.limits.parked_share(limit)
+    )
 
 
 def _inline_result(outcome: Outcome) -> dict[str, Any]:
@@ -285,7 +304,7 @@ class TasksProtocol:
     def __init__(self, engine: TaskEngine, tools: Iterable[TaskTool] = ()) -> None:
         self.engine = engine
         self.codec = RequestStateCodec(engine.config.secret)
-        self.parked = ParkedCalls(limit=engine.config.parked_limit, seconds=engine.config.parked_seconds)
+        self.parked = _parked_calls(engine.config)
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
@@ -294,7 +313,7 @@ class TasksProtocol:
         """Reconfigure the engine and this protocol before the server starts."""
         self.engine.configure(config)
         self.codec = RequestStateCodec(config.secret)
-        self.parked = ParkedCalls(limit=config.parked_limit, seconds=config.parked_seconds)
+        self.parked = _parked_calls(config)
 
     @property
     def fallback(self) -> FallbackMode:
@@ -342,7 +361,7 @@ class TasksProtocol:
         self, name: str, arguments: Mapping[str, Any] | None, *, owner: str = ANONYMOUS_OWNER
     ) -> dict[str, Any]:
         """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
-        with reported_as_unavailable(self.engine.outage_errors):
+        with reported_as_unavailable(self.engine.store):
             result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
         return complete(result)
 
@@ -425,7 +444,7 @@ class TasksProtocol:
     ) -> TaskRecord:
         """Create the call's task (`asking`: its body may ask what the client declared it answers;
         `defer`: `TaskEngine.start`'s, the caller calls `settled` next)."""
-        with reported_as_unavailable(self.engine.outage_errors):
+        with reported_as_unavailable(self.engine.store):
             return await self.engine.start(
                 call.tool,
                 call.arguments,
@@ -441,7 +460,7 @@ class TasksProtocol:
         """`Route.TASK`: create the task; answer with its result if the body ended at once."""
         record = await self._start(call, defer=self.immediate_results)
         if self.immediate_results:
-            with reported_as_unavailable(self.engine.outage_errors):  # it may write the record
+            with reported_as_unavailable(self.engine.store):  # it may write the record
                 early = await self.engine.settled(record.task_id)
             if early is not None and early.result is not None:
                 return complete(early.result)
@@ -455,7 +474,8 @@ class TasksProtocol:
         channel = gated(replay, call.declared, tool.name)
         context = TaskContext(channel, owner=call.owner, tool=tool.name)
         try:
-            prepared = await advance_to_task(channel, tool.open_body(call.validated, context), context)
+            body = tool.open_body(call.validated, context, self.engine.threads_for(tool, call.owner))
+            prepared = await advance_to_task(channel, body, context)
         except InputNeeded as needed:
             return rounds.input_required(needed.requests, replay.answers)
         except ProtocolError:
@@ -519,11 +539,12 @@ class TasksProtocol:
                 raise ProtocolError(INTERNAL_ERROR, f"Tool {tool.name!r} was stopped before it finished")
             return _inline_result(session.outcome)
         answers = dict(session.channel.answers)
-        if self.parked.park(session):
+        full = self.parked.full(owner)
+        if full is None and self.parked.park(session):
             return rounds.input_required(needed, answers, parked=session.id)
         session.cancel()
         if not tool.replay_safe:
-            raise not_replay_safe_error(tool.name)
+            raise not_replay_safe_error(tool.name, full)
         return rounds.input_required(needed, answers)
 
     def _rounds(
@@ -563,12 +584,12 @@ class TasksProtocol:
         if method == "tasks/update":
             update = _parse(UpdateTaskParams, method, params)
             check_routing_headers(method, update.task_id, headers)
-            with reported_as_unavailable(self.engine.outage_errors):
+            with reported_as_unavailable(self.engine.store):
                 await self.engine.update(update.task_id, update.input_responses, owner=owner)
             return complete()
         task_id = _task_id(CancelTaskParams, method, params)
         check_routing_headers(method, task_id, headers)
-        with reported_as_unavailable(self.engine.outage_errors):
+        with reported_as_unavailable(self.engine.store):
             await self.engine.cancel(task_id, owner=owner)
         return complete()
 
@@ -593,7 +614,7 @@ class TasksProtocol:
     ) -> tuple[TaskRecord, int]:
         task_id = _task_id(GetTaskParams, "tasks/get", params)
         check_routing_headers("tasks/get", task_id, headers)
-        with reported_as_unavailable(self.engine.outage_errors):
+        with reported_as_unavailable(self.engine.store):
             record = await self.engine.get(
                 task_id, owner=owner, throttle=True, yield_first=not over_transport
             )

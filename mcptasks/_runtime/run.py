@@ -20,7 +20,7 @@ from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
 from mcptasks._runtime.limits import Limits
-from mcptasks._runtime.outages import StoreRetry, gave_up
+from mcptasks._runtime.outages import StoreRetry, gave_up, is_permanent
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
@@ -67,8 +67,8 @@ class RunHost(Protocol):
         """How long store calls are retried while the store is unreachable."""
 
     @property
-    def outage_errors(self) -> tuple[type[BaseException], ...]:
-        """The exceptions that mean the store is unreachable."""
+    def permanent_errors(self) -> tuple[type[BaseException], ...]:
+        """The store errors that retrying cannot cure (every other one is retried)."""
 
     @property
     def input_poll_interval(self) -> float:
@@ -336,13 +336,15 @@ class TaskRun:
         return written
 
     async def _patiently(self, call: Callable[[], Awaitable[T]], what: str) -> T:
-        """`call()` retried while the store is unreachable (`store_retry`), then a task failure."""
+        """`call()` retried while the store fails (`store_retry`), then a task failure."""
         host = self.host
         try:
             return await host.store_retry.run(
-                call, errors=host.outage_errors, what=f"{what} ({self.task_id})"
+                call, permanent=host.permanent_errors, what=f"{what} ({self.task_id})"
             )
-        except host.outage_errors as exc:
+        except Exception as exc:
+            if is_permanent(exc, host.permanent_errors):
+                raise
             raise gave_up(exc, host.store_retry, what) from exc
 
     async def _halt(self) -> None:

@@ -240,9 +240,12 @@ class TaskStore(Protocol):
       can be failed (or re-run) by the survivors.
     - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
 
-    Optional members the engine uses when present: `outage_errors`, a tuple of the exception
-    types meaning "unreachable" (default `(OSError, TimeoutError)`), which running tasks ride
-    out; `twin()`, a new unopened store over the same data (or None), opened by the engine's
+    Optional members the engine uses when present: `permanent_errors`, a tuple of the exception
+    types that retrying cannot cure (a constraint the record violates, a schema error; `TypeError`
+    and `ValueError` always count): every other exception a store call raises is a failure the
+    engine retries, and a finished body's end is kept until it is written; `epoch()`, the id of
+    the data the store holds, made by its first call over that data, so a store that comes back
+    empty (restarted without persistence, restored from a backup) is noticed; `twin()`, a new unopened store over the same data (or None), opened by the engine's
     heartbeat thread on its own event loop; and `replace_and_publish(record, *, expected_version,
     message)`, which is `replace` followed, when it succeeded, by `publish(message)`, done as one
     write (one round trip): the announcement goes out exactly when the write is applied. It is

@@ -40,6 +40,7 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -304,14 +305,13 @@ class PostgresTaskStore:
     """
 
     durable: bool = True
-    outage_errors: tuple[type[BaseException], ...] = (
-        asyncpg.PostgresConnectionError,
-        asyncpg.InterfaceError,
-        asyncpg.exceptions.OperatorInterventionError,  # the server shuts down or restarts
-        OSError,
-        TimeoutError,
+    permanent_errors: tuple[type[BaseException], ...] = (
+        asyncpg.exceptions.DataError,  # a value PostgreSQL cannot store (say, a NUL in a string)
+        asyncpg.exceptions.IntegrityConstraintViolationError,
+        asyncpg.exceptions.ProgramLimitExceededError,  # a row or value over PostgreSQL's limits
+        asyncpg.exceptions.SyntaxOrAccessError,  # a schema that is not ours, or no privilege
     )
-    """Exceptions that mean PostgreSQL is unreachable: the engine rides them out (`StoreRetry`)."""
+    """Errors retrying cannot cure; the engine retries every other error (`StoreRetry`)."""
 
     def __init__(
         self,
@@ -605,6 +605,33 @@ class PostgresTaskStore:
     async def heartbeat(self, runner: str, ttl: float) -> None:
         """Record `runner` as alive until now + `ttl` (this host's clock)."""
         await self._pool().execute(self._sql["heartbeat"], runner, time.time() + ttl)
+
+    async def epoch(self) -> str:
+        """The id of the data this schema holds, made by the first call over it (a database
+        restored from an older backup, or recreated, answers with another)."""
+        s = f'"{self._schema}"'
+        pool = self._pool()
+        try:
+            found = await pool.fetchval(f"SELECT epoch FROM {s}.store_epoch WHERE id = 1")
+        except asyncpg.exceptions.UndefinedTableError:
+            found = None
+        if found is not None:
+            return str(found)
+        conn = await pool.acquire()
+        try:
+            async with conn.transaction():  # the lock: concurrent creators of the table wait
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _advisory_key(self._schema))
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {s}.store_epoch "
+                    "(id integer PRIMARY KEY CHECK (id = 1), epoch text NOT NULL)"
+                )
+                await conn.execute(
+                    f"INSERT INTO {s}.store_epoch (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+                    secrets.token_hex(8),
+                )
+                return str(await conn.fetchval(f"SELECT epoch FROM {s}.store_epoch WHERE id = 1"))
+        finally:
+            await pool.release(conn)
 
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""

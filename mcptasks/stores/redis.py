@@ -47,6 +47,7 @@ import logging
 import math
 import os
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -63,9 +64,8 @@ from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 try:
     import redis.asyncio as aioredis
     from redis.commands.core import AsyncScript
-    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import DataError as RedisDataError
     from redis.exceptions import RedisError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv without the extra
     if (exc.name or "").partition(".")[0] != "redis":
         raise
@@ -408,7 +408,7 @@ class _Subscription:
                 try:
                     message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
                     backoff = _RESUBSCRIBE_BACKOFF[0]
-                except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                except (RedisError, OSError) as exc:
                     if self._closed:
                         break
                     logger.warning("task store subscription lost (%s); reconnecting in %.1fs", exc, backoff)
@@ -455,13 +455,9 @@ class RedisTaskStore:
     """
 
     durable: bool = True
-    outage_errors: tuple[type[BaseException], ...] = (
-        RedisConnectionError,
-        RedisTimeoutError,
-        OSError,
-        TimeoutError,
-    )
-    """Exceptions that mean Redis is unreachable: the engine rides them out (`StoreRetry`)."""
+    permanent_errors: tuple[type[BaseException], ...] = (RedisDataError,)
+    """Errors retrying cannot cure (a value the client cannot send); the engine retries every
+    other error (`StoreRetry`): a lost connection, a restarting or read-only server, OOM."""
 
     def __init__(self, url: str, *, prefix: str | None = None, client: aioredis.Redis | None = None) -> None:
         url, url_prefix = _split_prefix(url)
@@ -481,6 +477,7 @@ class RedisTaskStore:
         self._subscriptions: set[_Subscription] = set()
         self._task_prefix = f"{prefix}:task:"
         self._active = f"{prefix}:active"
+        self._epoch_key = f"{prefix}:epoch"
         self._queued = f"{prefix}:queued"
         self._expiry = f"{prefix}:expiry"
         self._runners = f"{prefix}:runners"
@@ -732,6 +729,16 @@ class RedisTaskStore:
             pipe.zadd(self._runners, {runner: now + ttl})
             pipe.zremrangebyscore(self._runners, "-inf", f"({_float(now - 3600.0)}")
             await pipe.execute()
+
+    async def epoch(self) -> str:
+        """The id of the data this store holds, made by the first call over it: a Redis restarted
+        without persistence (or flushed) answers with a new one."""
+        client = self._require_open()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.set(self._epoch_key, secrets.token_hex(8), nx=True)
+            pipe.get(self._epoch_key)
+            _, value = await pipe.execute()
+        return _text(value)
 
     async def live_runners(self) -> set[str]:
         """Runners whose last heartbeat has not expired."""

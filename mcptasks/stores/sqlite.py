@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import time
 from collections import deque
@@ -266,6 +267,14 @@ class SqliteTaskStore:
     """
 
     durable: bool = True
+    permanent_errors: tuple[type[BaseException], ...] = (
+        sqlite3.IntegrityError,
+        sqlite3.ProgrammingError,
+        sqlite3.DataError,
+        sqlite3.NotSupportedError,
+    )
+    """Errors retrying cannot cure; the engine retries every other error (`StoreRetry`): a
+    locked database, a full disk, an I/O error."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)
@@ -527,6 +536,31 @@ class SqliteTaskStore:
             )
 
         await self._execute(upsert, write=True, point=True)
+
+    async def epoch(self) -> str:
+        """The id of the data this file holds, made by the first call over it (a file replaced by
+        an older copy or a fresh one answers with another)."""
+
+        def read(conn: sqlite3.Connection) -> str | None:
+            try:
+                row = conn.execute("SELECT epoch FROM store_epoch WHERE id = 1").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                return None
+            return None if row is None else str(row[0])
+
+        def mark(conn: sqlite3.Connection) -> str:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS store_epoch (id INTEGER PRIMARY KEY CHECK (id = 1), epoch TEXT NOT NULL)"
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO store_epoch (id, epoch) VALUES (1, ?)", (secrets.token_hex(8),)
+            )
+            return str(conn.execute("SELECT epoch FROM store_epoch WHERE id = 1").fetchone()[0])
+
+        found = await self._execute(read, write=False, point=True)
+        return found if found is not None else await self._execute(mark, write=True, point=True)
 
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""

@@ -648,6 +648,26 @@ class StoreContract:
         finally:
             await reopened.close()
 
+    @pytest.mark.anyio
+    async def test_epoch_is_stable_over_the_same_data(self, store: TaskStore) -> None:
+        """A store with `epoch()` answers the same id while it holds the same data, from every
+        instance and across a restart (a store that comes back empty answers with another)."""
+        epoch = getattr(store, "epoch", None)
+        if epoch is None:
+            pytest.skip("this store has no epoch(): a store that comes back empty goes unnoticed")
+        first = await epoch()
+        assert isinstance(first, str) and first
+        assert await epoch() == first
+        if not store.durable:
+            return
+        await store.create(_record())
+        await store.close()
+        reopened: Any = await self.reopen(store)
+        try:
+            assert await reopened.epoch() == first
+        finally:
+            await reopened.close()
+
     # -- checkpoints: state a body saves for its re-runs -------------------------------------------
 
     @pytest.mark.anyio

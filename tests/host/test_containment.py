@@ -213,7 +213,12 @@ async def test_an_anonymous_client_creating_tasks_in_a_loop_is_refused_past_the_
         error = refused.message["error"]
         assert error["code"] == -32000
         assert "Too many active tasks" in error["message"]
-        assert error["data"] == {"retryAfterMs": 5000, "limit": 200, "scope": "owner"}
+        assert error["data"] == {
+            "reason": "too_many_tasks",
+            "retryAfterMs": 5000,
+            "limit": 200,
+            "scope": "owner",
+        }
         for task_id in ids:
             await client.send("tasks/cancel", {"taskId": task_id})
         await poll(lambda: client.call("ping_task"), lambda r: "error" not in r.message, what="room again")

@@ -54,8 +54,16 @@ async def test_creates_over_the_owner_limit_are_refused_and_create_nothing() -> 
             await alice.call("park")
         error = refused.value.to_error()
         assert error["code"] == -32000
-        assert error["data"] == {"retryAfterMs": 1500, "limit": 2, "scope": "owner"}
-        assert "Too many active tasks" in error["message"]
+        assert error["data"] == {
+            "reason": "too_many_tasks",
+            "retryAfterMs": 1500,
+            "limit": 2,
+            "scope": "owner",
+        }
+        assert (
+            "Too many active tasks: you have reached the per-owner limit of 2 running tasks"
+            in error["message"]
+        )
         assert engine.active_runs == 2
         await bob.start("park")  # another owner is not affected
         await alice.cancel(first[0])
@@ -74,7 +82,7 @@ async def test_creates_over_the_server_limit_are_refused() -> None:
     gate = anyio.Event()
     async with serve(parked(gate), limits=Limits(max_active=1)) as (_, protocol):
         await Client(protocol, owner="a").start("park")
-        with pytest.raises(ProtocolError, match="this server has 1 running") as refused:
+        with pytest.raises(ProtocolError, match="the server limit of 1 running tasks") as refused:
             await Client(protocol, owner="b").call("park")
         assert refused.value.data["scope"] == "server"
         gate.set()
