@@ -65,9 +65,14 @@ async def lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
 
 
 # Throughput runs keep thousands of 200 ms bodies alive at once, more than `Limits`' default of
-# 1,000 running tasks per owner (every benchmark request is the same anonymous owner).
+# 1,000 running tasks per owner (every benchmark request is the same anonymous owner); the push
+# benchmark holds 10,000 listen streams of that one owner.
 app = TaskServer(
-    "mcptasks-bench", lifespan=lifespan, config=EngineConfig(limits=Limits(max_active_per_owner=None))
+    "mcptasks-bench",
+    lifespan=lifespan,
+    config=EngineConfig(
+        limits=Limits(max_active_per_owner=None, max_listen_streams=20_000, max_listen_streams_per_owner=None)
+    ),
 )
 
 

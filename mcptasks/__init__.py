@@ -71,6 +71,7 @@ _PUBLIC: dict[str, str] = {
     "TasksProtocol": "mcptasks._runtime.protocol",
     "ANONYMOUS_OWNER": "mcptasks._runtime.protocol",
     "TaskPush": "mcptasks._runtime.push",
+    "ListenSlot": "mcptasks._runtime.push",
     "TaskFeed": "mcptasks._runtime.feed",
     "Outcome": "mcptasks._runtime.driver",
     # -- stores, advanced --------------------------------------------------------------------
@@ -160,6 +161,7 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._runtime.outages import StoreRetry as StoreRetry
     from mcptasks._runtime.protocol import ANONYMOUS_OWNER as ANONYMOUS_OWNER
     from mcptasks._runtime.protocol import TasksProtocol as TasksProtocol
+    from mcptasks._runtime.push import ListenSlot as ListenSlot
     from mcptasks._runtime.push import TaskPush as TaskPush
     from mcptasks.client.errors import TaskCancelled as TaskCancelled
     from mcptasks.client.errors import TaskFailed as TaskFailed

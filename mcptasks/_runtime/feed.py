@@ -79,6 +79,8 @@ class TaskFeed:
 
     def __init__(self) -> None:
         self._watches: dict[str, set[Watch]] = {}
+        self._changes: dict[str, int] = {}
+        """How many changes of each watched task this feed delivered (see `changes`)."""
         self._running = False
         self._closing = False
 
@@ -104,14 +106,24 @@ class TaskFeed:
                     followers.discard(watch)
                     if not followers:
                         del self._watches[task_id]
+                        self._changes.pop(task_id, None)
 
     def watching(self, task_id: str) -> bool:
         """Whether a listener in this process follows `task_id`."""
         return task_id in self._watches
 
+    def changes(self, task_id: str) -> int:
+        """How many changes of `task_id` were delivered so far: a read of the task begun when
+        this was N shows every change up to the N-th (the store was written before it announced)."""
+        return self._changes.get(task_id, 0)
+
     def changed(self, task_id: str) -> None:
         """Mark `task_id` dirty in every watch that follows it."""
-        for watch in tuple(self._watches.get(task_id, ())):
+        followers = self._watches.get(task_id)
+        if not followers:
+            return
+        self._changes[task_id] = self._changes.get(task_id, 0) + 1
+        for watch in tuple(followers):
             watch.mark(task_id)
 
     def close(self) -> None:

@@ -14,7 +14,12 @@ TOO_MANY_TASKS = -32000
 SHARE: Final = "share"
 """The default of a per-owner bound: a fixed fraction of its process bound (`_SHARE_OF`)."""
 
-_SHARE_OF = {"max_active_per_owner": 10, "max_parked_per_owner": 10, "threads_per_owner": 2}
+_SHARE_OF = {
+    "max_active_per_owner": 10,
+    "max_parked_per_owner": 10,
+    "threads_per_owner": 2,
+    "max_listen_streams_per_owner": 4,
+}
 """Each per-owner bound left at `SHARE` is its process bound divided by this (at least 1)."""
 
 
@@ -29,6 +34,8 @@ _COUNTS = frozenset(
         "max_unwritten_results",
         "max_parked_per_owner",
         "threads_per_owner",
+        "max_listen_streams",
+        "max_listen_streams_per_owner",
     }
 )
 
@@ -60,6 +67,10 @@ class Limits:
     - `threads_per_owner`: worker threads one owner's `def` bodies may hold at once (of
       `threads`); its other bodies wait, the threads left stay free for other owners. Default
       `"share"`: half of `threads`.
+    - `max_listen_streams` / `max_listen_streams_per_owner`: task listen streams
+      (`subscriptions/listen` with `taskIds`) this process / one owner may hold open at once; one
+      more is refused with -32603 naming the bound. Default `"share"`: a quarter of
+      `max_listen_streams`.
 
     A per-owner bound is a whole number, None (no per-owner bound) or `"share"` (the default: a
     fraction of its process bound, at least 1), so one owner never takes all of a resource
@@ -79,6 +90,8 @@ class Limits:
     max_unwritten_results: int = 256
     max_parked_per_owner: int | Literal["share"] | None = SHARE
     threads_per_owner: int | Literal["share"] | None = SHARE
+    max_listen_streams: int = 1024
+    max_listen_streams_per_owner: int | Literal["share"] | None = SHARE
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -96,7 +109,11 @@ class Limits:
                 continue
             if value <= 0:
                 raise ValueError(f"Limits.{spec.name} must be positive, got {value!r}")
-        for name, bound in (("max_active_per_owner", "max_active"), ("threads_per_owner", "threads")):
+        for name, bound in (
+            ("max_active_per_owner", "max_active"),
+            ("threads_per_owner", "threads"),
+            ("max_listen_streams_per_owner", "max_listen_streams"),
+        ):
             share, total = getattr(self, name), getattr(self, bound)
             if isinstance(share, int) and total is not None and share > total:
                 raise ValueError(
@@ -113,6 +130,15 @@ class Limits:
     def thread_share(self) -> int | None:
         """Worker threads one owner's `def` bodies may hold: `threads_per_owner` resolved."""
         return _resolve(self.threads_per_owner, self.threads, "threads_per_owner")
+
+    @property
+    def listen_share(self) -> int:
+        """Task listen streams one owner may hold: `max_listen_streams_per_owner` resolved (None:
+        all of `max_listen_streams`)."""
+        share = _resolve(
+            self.max_listen_streams_per_owner, self.max_listen_streams, "max_listen_streams_per_owner"
+        )
+        return self.max_listen_streams if share is None else share
 
     def parked_share(self, parked_limit: int) -> int | None:
         """Inline calls one owner may keep parked of `parked_limit` (`max_parked_per_owner`

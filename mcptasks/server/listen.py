@@ -31,7 +31,7 @@ from mcp_types import (
     SubscriptionsAcknowledgedNotificationParams,
 )
 
-from mcptasks._runtime.push import EndReason, TaskPush, requested_task_ids
+from mcptasks._runtime.push import EndReason, ListenSlot, TaskPush, requested_task_ids
 from mcptasks.errors import ProtocolError
 from mcptasks.wire import CLOSE_REASON_META, PROTOCOL_VERSION
 
@@ -122,12 +122,22 @@ class TaskListenMiddleware:
             raise _as_mcp_error(exc) from None
         if task_ids is None:
             return await call_next(ctx)  # no task ids: the SDK's own listen
-        owner = self._owner()
         try:
-            agreed = await self.push.accept(task_ids, owner=owner, meta=ctx.meta)
+            slot = await self.push.accept(task_ids, owner=self._owner(), meta=ctx.meta)
         except ProtocolError as exc:
             raise _as_mcp_error(exc) from None
         assert isinstance(notifications, Mapping)
+        with slot:  # released when the stream ends, or if it never starts
+            return await self._serve(ctx, call_next, notifications, slot)
+
+    async def _serve(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        notifications: Mapping[str, Any],
+        slot: ListenSlot,
+    ) -> HandlerResult:
+        agreed = slot.task_ids
         core = {k: v for k, v in notifications.items() if k != "taskIds"}
         subscription_id = ctx.request_id
         meta = {SUBSCRIPTION_ID_META_KEY: subscription_id}
@@ -145,21 +155,20 @@ class TaskListenMiddleware:
                 )
             )
             await ctx.session.send_notification(ack, related_request_id=subscription_id)
-            reason = await self.push.stream(agreed, owner=owner, send=send)
+            reason = await self.push.stream(slot, send=send)
             return _closing(subscription_id, reason)
-        return await self._with_core_kinds(ctx, call_next, core, agreed, owner, send)
+        return await self._with_core_kinds(ctx, call_next, core, slot, send)
 
     async def _with_core_kinds(
         self,
         ctx: ServerRequestContext[Any, Any],
         call_next: CallNext,
         core: dict[str, Any],
-        agreed: list[str],
-        owner: str,
+        slot: ListenSlot,
         send: Any,
     ) -> HandlerResult:
         assert isinstance(ctx.params, Mapping)
-        session = _AckMergingSession(ctx.session, agreed)
+        session = _AckMergingSession(ctx.session, slot.task_ids)
         inner = dataclasses.replace(
             ctx, params={**ctx.params, "notifications": core}, session=cast(Any, session)
         )
@@ -178,7 +187,7 @@ class TaskListenMiddleware:
 
             async def task_part() -> None:
                 await session.acked.wait()
-                reason = await self.push.stream(agreed, owner=owner, send=send)
+                reason = await self.push.stream(slot, send=send)
                 if reason != "done":  # the core kinds keep the stream open otherwise
                     ended.append(reason)
                     group.cancel_scope.cancel()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from push_helpers import (
 )
 from sdk_helpers import TIMEOUT, HostApp, RawClient, StaticTokens, poll, serve_http
 
-from mcptasks import EXTENSION_ID
+from mcptasks import EXTENSION_ID, Limits
 from mcptasks.server.listen import CLOSE_REASON_META, set_sse_keepalive
 from mcptasks.wire import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
@@ -294,3 +294,93 @@ async def test_server_shutdown_ends_listen_streams_with_the_closing_response(tmp
     assert closing["id"] == stream.request_id
     assert closing["result"]["_meta"][CLOSE_REASON_META] == "shutdown"
     assert closing["result"]["_meta"][SUBSCRIPTION_ID] == stream.request_id
+
+
+def _limited(max_streams: int, per_owner: int | None = None, **options: Any) -> HostApp:
+    limits = Limits(max_listen_streams=max_streams, max_listen_streams_per_owner=per_owner)
+    return HostApp(limits=limits, **options)
+
+
+async def _open_streams(url: str, task_id: str, count: int, headers: dict[str, str]) -> list[dict[str, Any]]:
+    """Open `count` listens at once and hold each until all answered; their first frames."""
+    firsts: list[dict[str, Any]] = []
+    answered = anyio.Event()
+
+    async def one() -> None:
+        async with listen(url, {"taskIds": [task_id]}, headers=headers) as stream:
+            firsts.append(await stream.next())
+            if len(firsts) == count:
+                answered.set()
+            await answered.wait()  # keep the stream open until every listen has its answer
+
+    async with anyio.create_task_group() as group:
+        for _ in range(count):
+            group.start_soon(one)
+    return firsts
+
+
+async def test_a_burst_of_listens_beyond_the_limit_opens_exactly_the_limit() -> None:
+    host = _limited(8, 8)
+    push = host.app.extension.push
+    assert push is not None
+    async with running(host) as (url, raw):
+        task_id = await start(raw, "gated", {"label": "burst"})
+        firsts = await _open_streams(url, task_id, 20, {})
+        acks = [frame for frame in firsts if frame.get("method") == ACK]
+        refusals = [frame["error"] for frame in firsts if "error" in frame]
+        assert (len(acks), len(refusals)) == (8, 12)
+        assert {error["message"] for error in refusals} == {
+            "Subscription limit reached: server limit of 8 task listen streams reached; retry later"
+        }
+        await poll(lambda: _open(push), lambda count: count == 0, what="the streams' release")
+        async with listen(url, {"taskIds": [task_id]}) as stream:  # the slots are free again
+            assert (await stream.next())["method"] == ACK
+        host.release("burst")
+
+
+async def _open(push: Any) -> int:
+    return int(push.open_streams)
+
+
+async def test_one_owner_filling_its_share_does_not_stop_another() -> None:
+    host = _limited(
+        8,
+        3,
+        token_verifier=StaticTokens("alice", "bob"),
+        auth=AuthSettings(
+            issuer_url="http://127.0.0.1:9/",
+            resource_server_url="http://127.0.0.1:9/mcp",
+            validate_token_resource=False,
+        ),
+    )
+    push = host.app.extension.push
+    assert push is not None
+    alice = {"Authorization": "Bearer alice"}
+    bob = {"Authorization": "Bearer bob"}
+    async with serve_http(host.app.streamable_http_app()) as url:
+        ids = {}
+        for name, headers in (("alice", alice), ("bob", bob)):
+            async with httpx2.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
+                ids[name] = (await RawClient(http, url).call("gated", {"label": name})).result["taskId"]
+        firsts = await _open_streams(url, ids["alice"], 5, alice)
+        assert sum(frame.get("method") == ACK for frame in firsts) == 3
+        assert {frame["error"]["message"] for frame in firsts if "error" in frame} == {
+            "Subscription limit reached: per-owner limit of 3 task listen streams reached; close one or retry later"
+        }
+        async with AsyncExitStack() as held:
+            streams = [
+                await held.enter_async_context(listen(url, {"taskIds": [ids["alice"]]}, headers=alice))
+                for _ in range(3)
+            ]
+            assert [(await stream.next())["method"] for stream in streams] == [ACK] * 3
+            assert push.open_streams == 3
+            refused = await held.enter_async_context(listen(url, {"taskIds": [ids["alice"]]}, headers=alice))
+            assert "per-owner limit of 3" in (await refused.next())["error"]["message"]
+            # bob listens on his own task while alice holds all of her share
+            mine = await held.enter_async_context(listen(url, {"taskIds": [ids["bob"]]}, headers=bob))
+            ack = await mine.next()
+            assert ack["params"]["notifications"] == {"taskIds": [ids["bob"]]}
+            assert (await mine.next())["params"]["taskId"] == ids["bob"]
+        await poll(lambda: _open(push), lambda count: count == 0, what="the streams' release")
+        for name in ("alice", "bob"):
+            host.release(name)
