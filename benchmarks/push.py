@@ -18,7 +18,16 @@ Servers are `mcptasks serve benchmarks/http_app.py --transport http --store URL`
   per task per second, polling's cost is extrapolated: measured server CPU per poll times the
   polls due. Target: push costs <= 20 % of polling.
 
-Targets (issue): push latency p50 <= 5 ms on one server, <= 25 ms across replicas.
+- streams (`--streams 1000,10000`, memory store): that many idle listen streams (raw sockets, one
+  connection each, all on one task) are opened on a fresh server; the figure is the server's RSS
+  growth per open stream, the RSS once they closed, and after a second flood of the same size
+  closed again (memory returned, or at least flat across floods). With the largest flood open,
+  the task sets its status a few times: the fan-out latency of one change to every listener
+  (receipt time minus the time the body set it; p50, p99, max over all listeners). The benchmark
+  raises its own file-descriptor limit (`resource.setrlimit`, inherited by the server it starts).
+
+Targets (issue): push latency p50 <= 5 ms on one server, <= 25 ms across replicas; an idle listen
+stream <= 16 KB of RSS; fan-out to 10,000 listeners p99 <= 250 ms.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import argparse
 import importlib.util
 import json
 import platform
+import resource
 import shutil
 import statistics
 import tempfile
@@ -62,6 +72,8 @@ stores = _load_module("mcptasks_bench_stores", "stores.py")
 hb = stores.hb
 
 LATENCY_TARGETS_MS = {"one server": 5.0, "across replicas": 25.0}
+STREAM_RSS_TARGET_KB = 16.0
+FANOUT_P99_TARGET_MS = 250.0
 CPU_TARGET = 0.20
 
 
@@ -99,8 +111,7 @@ async def _listen_frames(url: str, task_ids: list[str], on_task: Any, ready: any
 async def latency(create_url: str, listen_url: str, *, ticks: int) -> list[float]:
     """Milliseconds from a status change in the body to its notification on the listener."""
     samples: list[float] = []
-    async with httpx2.AsyncClient(timeout=30) as client:
-        wire = hb.Wire(client, create_url)
+    async with hb.wire_to(create_url) as wire:
         # start the body after the listener is up: a long first sleep, then ticks every 20 ms
         warmup = await wire.request(
             "tools/call",
@@ -193,8 +204,7 @@ class _Followers:
 async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: float) -> dict[str, float]:
     """Server CPU seconds over `window` for `tasks` running tasks: unfollowed, pushed, polled."""
     count = int((window * 3 + 30) / change_every) + 2
-    async with httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=64)) as client:
-        wire = hb.Wire(client, url)
+    async with hb.wire_to(url) as wire:
         ids = await _start_tickers(wire, tasks, count, change_every)
         await anyio.sleep(change_every)  # let creation settle before measuring
 
@@ -231,6 +241,175 @@ async def cpu(url: str, pid: int, *, tasks: int, change_every: float, window: fl
     }
 
 
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _raise_fd_limit(needed: int) -> int:
+    """Raise this process's open-file limit (children inherit it) towards `needed`; the new limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class _RawListeners:
+    """Many listen streams on one task, each a bare socket (a client as cheap as possible)."""
+
+    def __init__(self, port: int, task_id: str) -> None:
+        self.port = port
+        self.task_id = task_id
+        self.latencies: dict[int, list[float]] = {}
+        self.acked = 0
+        self.refused = 0
+
+    def _request(self, request_id: int) -> bytes:
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "subscriptions/listen",
+                "params": {"notifications": {"taskIds": [self.task_id]}, "_meta": hb._meta(True)},
+            }
+        ).encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {hb.VERSION}\r\n"
+            f"Mcp-Method: subscriptions/listen\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        return head.encode() + body
+
+    async def one(self, request_id: int, opened: Any) -> None:
+        stream = await anyio.connect_tcp("127.0.0.1", self.port)
+        async with stream:
+            await stream.send(self._request(request_id))
+            buffer = b""
+            counted = False
+            while True:
+                try:
+                    chunk = await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    return
+                received = time.time()
+                buffer += chunk
+                while b"\r\n\r\n" in buffer or b"\n\n" in buffer:
+                    cut = buffer.find(b"\r\n\r\n")
+                    frame, buffer = (
+                        (buffer[:cut], buffer[cut + 4 :]) if cut >= 0 else buffer.split(b"\n\n", 1)
+                    )
+                    if b'"error"' in frame and not counted:
+                        self.refused += 1
+                        opened()
+                        return
+                    if b"notifications/tasks" in frame and not counted:
+                        counted = True
+                        self.acked += 1
+                        opened()
+                    at = frame.find(b"tick ")
+                    if at >= 0:
+                        _, index, sent = frame[at:].split(b'"', 1)[0].decode().split()
+                        self.latencies.setdefault(int(index), []).append((received - float(sent)) * 1000.0)
+
+
+async def _flood(port: int, task_id: str, count: int, hold: Any) -> _RawListeners:
+    """Open `count` listen streams; once all answered, await `hold(listeners)`; then close them."""
+    listeners = _RawListeners(port, task_id)
+    answered = anyio.Event()
+    done = 0
+
+    def opened() -> None:
+        nonlocal done
+        done += 1
+        if done == count:
+            answered.set()
+
+    async with anyio.create_task_group() as group:
+        for i in range(count):
+            group.start_soon(listeners.one, i + 100, opened)
+            if i % 200 == 199:
+                await anyio.sleep(0.05)  # let the server keep up with the accepts
+        with anyio.fail_after(120 + count / 50):
+            await answered.wait()
+        await hold(listeners)
+        group.cancel_scope.cancel()
+    return listeners
+
+
+async def streams(url: str, pid: int, sizes: list[int]) -> dict[str, Any]:
+    """RSS per idle listen stream at each of `sizes`, after closing, after a second flood; the
+    fan-out latency of one status change to the largest flood."""
+    port = int(url.split(":")[2].split("/")[0])
+    largest = max(sizes)
+    ticks = 4
+    pool = hb.RawPool(url)
+    try:
+        idle = await hb.Wire(pool).request(
+            "tools/call",
+            {"name": "ticker", "arguments": {"count": 1, "interval": 3600}, "_meta": hb._meta(True)},
+            "ticker",
+        )
+    finally:
+        await pool.aclose()
+    await anyio.sleep(1.0)
+    figures: dict[str, Any] = {"baseline_rss_kb": _rss_kb(pid), "floods": []}
+
+    for size in sizes:
+        for round_ in (1, 2):
+            sample: dict[str, Any] = {"streams": size, "round": round_}
+
+            async def measure(listeners: _RawListeners, sample: dict[str, Any] = sample) -> None:
+                await anyio.sleep(2.0)
+                sample["open_rss_kb"] = _rss_kb(pid)
+                sample["acked"], sample["refused"] = listeners.acked, listeners.refused
+
+            before = _rss_kb(pid)
+            await _flood(port, idle["taskId"], size, measure)
+            await anyio.sleep(3.0)
+            sample["before_rss_kb"] = before
+            sample["closed_rss_kb"] = _rss_kb(pid)
+            sample["kb_per_stream"] = (sample["open_rss_kb"] - before) / size
+            figures["floods"].append(sample)
+            print(
+                f"  {size} streams (flood {round_}): {sample['acked']} open, RSS {before / 1024:.1f} -> "
+                f"{sample['open_rss_kb'] / 1024:.1f} MB ({sample['kb_per_stream']:.1f} KB each), "
+                f"{sample['closed_rss_kb'] / 1024:.1f} MB after closing",
+                flush=True,
+            )
+
+    pool = hb.RawPool(url)
+    try:
+        tick = await hb.Wire(pool).request(
+            "tools/call",
+            {"name": "ticker", "arguments": {"count": ticks, "interval": 4.0}, "_meta": hb._meta(True)},
+            "ticker",
+        )
+    finally:
+        await pool.aclose()
+
+    async def wait_ticks(listeners: _RawListeners) -> None:
+        await anyio.sleep(4.0 * ticks + 5.0)  # every change delivered (or late: then counted late)
+
+    fan = await _flood(port, tick["taskId"], largest, wait_ticks)
+    samples = [ms for index, values in fan.latencies.items() if index > 0 for ms in values]
+    if samples:
+        ordered = sorted(samples)
+        figures["fanout"] = {
+            "listeners": fan.acked,
+            "changes": ticks - 1,
+            "n": len(ordered),
+            "p50_ms": statistics.median(ordered),
+            "p99_ms": ordered[int(0.99 * (len(ordered) - 1))],
+            "max_ms": ordered[-1],
+        }
+    figures["final_rss_kb"] = _rss_kb(pid)
+    return figures
+
+
 def _summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -256,13 +435,18 @@ def _measure_backend(
         a.wait_ready()
         if b is not None:
             b.wait_ready()
-        print(f"latency on {name} ...", flush=True)
-        one = anyio.run(partial(latency, a.url, a.url, ticks=ticks))
-        results["latency"][f"{name}, one server"] = _summary(one)
-        if b is not None:
+        if not args.streams_only:
+            print(f"latency on {name} ...", flush=True)
+            one = anyio.run(partial(latency, a.url, a.url, ticks=ticks))
+            results["latency"][f"{name}, one server"] = _summary(one)
+        if b is not None and not args.streams_only:
             across = anyio.run(partial(latency, a.url, b.url, ticks=ticks))
             results["latency"][f"{name}, across replicas"] = _summary(across)
-        if name == "memory":
+        if name == "memory" and args.streams:
+            sizes = [int(n) for n in args.streams.split(",")]
+            print(f"idle listen streams on {name}: {sizes} ...", flush=True)
+            results["streams"] = anyio.run(partial(streams, a.url, a.process.pid, sizes))
+        if name == "memory" and not args.streams_only:
             print(f"cpu on {name} ({tasks} tasks) ...", flush=True)
             following = partial(
                 cpu, a.url, a.process.pid, tasks=tasks, change_every=args.change_every, window=window
@@ -273,6 +457,29 @@ def _measure_backend(
         if b is not None:
             b.stop()
         backend.clean()
+
+
+def _print_streams(figures: dict[str, Any] | None) -> None:
+    if figures is None:
+        return
+    print(f"\nidle listen streams (baseline RSS {figures['baseline_rss_kb'] / 1024:.1f} MB):")
+    for sample in figures["floods"]:
+        verdict = "ok" if sample["kb_per_stream"] <= STREAM_RSS_TARGET_KB else "MISSED"
+        print(
+            f"  {sample['streams']:6d} streams, flood {sample['round']}: {sample['kb_per_stream']:5.1f} KB "
+            f"per open stream (<= {STREAM_RSS_TARGET_KB:g}: {verdict}); RSS "
+            f"{sample['before_rss_kb'] / 1024:.1f} -> {sample['open_rss_kb'] / 1024:.1f} -> "
+            f"{sample['closed_rss_kb'] / 1024:.1f} MB (before, open, closed)"
+        )
+    fan = figures.get("fanout")
+    if fan:
+        verdict = "ok" if fan["p99_ms"] <= FANOUT_P99_TARGET_MS else "MISSED"
+        print(
+            f"  fan-out of one change to {fan['listeners']} listeners ({fan['changes']} changes, "
+            f"{fan['n']} deliveries): p50 {fan['p50_ms']:.0f} ms, p99 {fan['p99_ms']:.0f} ms, "
+            f"max {fan['max_ms']:.0f} ms (p99 <= {FANOUT_P99_TARGET_MS:g} ms: {verdict})"
+        )
+    print(f"  RSS at the end {figures['final_rss_kb'] / 1024:.1f} MB")
 
 
 def main() -> None:
@@ -291,14 +498,23 @@ def main() -> None:
     parser.add_argument("--window", type=float, help="seconds of each CPU measurement (default 10)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="Redis URL (keys get a prefix)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--streams", default="", help="comma-separated flood sizes of idle listen streams, e.g. 1000,10000"
+    )
+    parser.add_argument("--streams-only", action="store_true", help="only the --streams figures")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
+    if args.streams:
+        largest = max(int(n) for n in args.streams.split(","))
+        limit = _raise_fd_limit(largest + 1024)
+        if limit < largest + 256:
+            parser.error(f"--streams {largest} needs {largest + 256} open files; the hard limit is {limit}")
     args.fastmcp_python = None
     ticks = args.ticks or (60 if args.quick else 300)
     tasks = args.tasks or (100 if args.quick else 1000)
     window = args.window or (3.0 if args.quick else 10.0)
     scratch = Path(tempfile.mkdtemp(prefix="mcptasks-push-"))
-    results: dict[str, Any] = {"latency": {}, "cpu": None}
+    results: dict[str, Any] = {"latency": {}, "cpu": None, "streams": None}
     print(
         f"ticks={ticks} tasks={tasks} window={window}s cpus={__import__('os').cpu_count()} "
         f"python={platform.python_version()} load={stores._load():.2f}",
@@ -337,6 +553,7 @@ def main() -> None:
                 f"{figures['cpu_poll_full_rate_s']:.2f} s (measured cost per poll x polls due)"
             )
         print(f"push / polling = {ratio:.2f} (<= {CPU_TARGET:g}: {verdict})")
+    _print_streams(results["streams"])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -184,6 +184,8 @@ class TaskEngine:
         """Ends of tasks that could not be recorded because the store kept failing."""
         self._epoch: str | None = None
         """The store's `epoch()` when last read (a change: the store lost its data)."""
+        self._vanished: set[str] = set()
+        """Runs that ended since the last `epoch()` read and found their record gone."""
         self._unstored: dict[str, TaskRecord] = {}
         """Records of runs started with `defer=True` and not written yet (the first write stores them)."""
         self._storing: dict[str, anyio.Event] = {}
@@ -475,10 +477,12 @@ class TaskEngine:
             return
         epoch = str(await read())
         previous, self._epoch = self._epoch, epoch
+        vanished, self._vanished = self._vanished, set()
         if previous is None or previous == epoch:
             return
         mine = [*self._runs, *self._unsettled]
         lost = [task_id for task_id in mine if await self.store.get(task_id) is None]
+        gone = len(vanished.union(lost))  # with the runs that met their missing record first
         logger.error(
             "the task store %r came back empty (its data marker changed from %s to %s: it was "
             "restarted without persistence, flushed or restored from a backup): %d task(s) of this "
@@ -486,7 +490,7 @@ class TaskEngine:
             self.store,
             previous,
             epoch,
-            len(lost),
+            gone,
         )
         for task_id in lost:
             kept = self._unsettled.pop(task_id, None)
@@ -1069,6 +1073,7 @@ class TaskEngine:
         except Exception:
             return  # ended, or vanished: nothing here to tell which
         if current is None:
+            self._vanished.add(run.task_id)
             logger.error(
                 "task %s is no longer in the task store; its end was not written: %s",
                 run.task_id,
