@@ -157,8 +157,11 @@ def _resolve(share: int | str | None, total: int | None, name: str) -> int | Non
     if share != SHARE:
         assert not isinstance(share, str)
         return share
-    if total is None:
-        return None
+    return None if total is None else default_share(name, total)
+
+
+def default_share(name: str, total: int) -> int:
+    """The per-owner bound `name` left at `"share"` comes to for a process bound of `total`."""
     return max(1, total // _SHARE_OF[name])
 
 

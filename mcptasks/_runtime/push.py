@@ -24,6 +24,7 @@ import anyio
 
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.feed import TaskFeed
+from mcptasks._runtime.limits import default_share
 from mcptasks._runtime.protocol import detailed_task, missing_extension_error
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord
@@ -156,7 +157,7 @@ class TaskPush:
         if self._max_per_owner is not None:
             return min(self._max_per_owner, self.max_streams)
         if self._max_streams is not None:
-            return max(1, self._max_streams // 4)  # the `Limits` default share of an explicit bound
+            return default_share("max_listen_streams_per_owner", self._max_streams)
         return self.engine.config.limits.listen_share
 
     def streams_of(self, owner: str) -> int:
