@@ -21,11 +21,13 @@ from mcptasks import (
     EXTENSION_ID,
     EngineConfig,
     MemoryTaskStore,
+    Result,
     TaskEngine,
     TaskRecord,
     TasksProtocol,
     TaskStore,
     TaskTool,
+    task_tool,
 )
 from mcptasks.wire import TERMINAL_STATUSES
 
@@ -278,3 +280,15 @@ def accept(content: dict[str, Any]) -> dict[str, Any]:
 def text_of(result: Mapping[str, Any]) -> str:
     """The text of a `CallToolResult`'s content blocks, joined."""
     return "".join(block.get("text", "") for block in result["content"] if block.get("type") == "text")
+
+
+def parked(gate: anyio.Event) -> TaskTool:
+    """A tool `park` whose body says "parked" and ends with "released" once `gate` is set."""
+
+    @task_tool
+    async def park():
+        yield "parked"
+        await gate.wait()
+        yield Result("released")
+
+    return park

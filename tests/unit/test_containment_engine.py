@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import Client, RecordingStore, accept, serve
+from helpers import Client, RecordingStore, accept, parked, serve
 
 from mcptasks import (
     ANONYMOUS_OWNER,
@@ -32,16 +32,6 @@ from mcptasks import (
 pytestmark = pytest.mark.anyio
 
 WAIT = 20.0
-
-
-def parked(gate: anyio.Event) -> Any:
-    @task_tool
-    async def park():
-        yield "parked"
-        await gate.wait()
-        yield Result("released")
-
-    return park
 
 
 async def test_creates_over_the_owner_limit_are_refused_and_create_nothing() -> None:

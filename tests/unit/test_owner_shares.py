@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import Client, serve, text_of
+from helpers import Client, parked, serve, text_of
 
 from mcptasks import (
     Elicit,
@@ -29,16 +29,6 @@ WAIT = 20.0
 
 ELICITING = {CLIENT_CAPABILITIES_META: {"elicitation": {}}}
 """An inline call (no tasks extension) from a client that can answer elicitations."""
-
-
-def parked(gate: anyio.Event) -> Any:
-    @task_tool
-    async def park():
-        yield "parked"
-        await gate.wait()
-        yield Result("released")
-
-    return park
 
 
 def asking() -> list[Any]:
