@@ -10,13 +10,11 @@ bounds; the only sleeps are the faults' own durations.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ import anyio
 import pytest
 from fault_app import payload
 from mcp import Client, MCPError
-from processes import clean_env, free_port, listening, serving_http
+from processes import clean_env, free_port, listening, postgres_execute, serving_http
 from sdk_helpers import BY_HAND, Tasks, tasks_extension
 
 from mcptasks.wire import TERMINAL_STATUSES
@@ -312,20 +310,6 @@ def _with_database(url: str, database: str) -> str:
     return urlunsplit(parts._replace(path=f"/{database}"))
 
 
-def _admin(sql: str) -> None:
-    import asyncpg  # type: ignore[import-untyped]
-
-    async def run() -> None:
-        conn = await asyncpg.connect(POSTGRES_URL)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    with ThreadPoolExecutor(1) as thread:  # a test's event loop may be running in this thread
-        thread.submit(asyncio.run, run()).result()
-
-
 @dataclass(frozen=True)
 class PrivateDatabase:
     """A database of its own on the shared PostgreSQL server (whose backends a test may terminate)."""
@@ -345,13 +329,13 @@ def private_database() -> Iterator[PrivateDatabase]:
         )
     name = f"mcptasks_faults_{uuid.uuid4().hex[:12]}"
     try:
-        _admin(f'CREATE DATABASE "{name}"')
+        postgres_execute(POSTGRES_URL, f'CREATE DATABASE "{name}"')
     except Exception as exc:  # no CREATEDB privilege, say
         pytest.skip(f"cannot create a private database on {urlsplit(POSTGRES_URL).netloc}: {exc}")
     try:
         yield PrivateDatabase(name, _with_database(POSTGRES_URL, name))
     finally:
-        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        postgres_execute(POSTGRES_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def terminate_backends(database: str, *, seconds: float, every: float) -> int:

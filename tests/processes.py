@@ -104,3 +104,22 @@ def wait_accepting(process: subprocess.Popen[bytes], port: int, log: Path) -> No
                     f"the server did not accept connections in {STARTUP_TIMEOUT} s:\n{log.read_text()}"
                 )
             time.sleep(0.05)
+
+
+def postgres_execute(url: str, sql: str) -> None:
+    """Run one SQL statement on the PostgreSQL server at `url`, from synchronous code (in a thread
+    of its own: a test's event loop may be running in this one)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import asyncpg  # type: ignore[import-untyped]
+
+    async def run() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, run()).result()

@@ -43,7 +43,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
-from processes import listening
+from processes import listening, postgres_execute
 from push_helpers import as_notification, listen, task_frames, without_meta
 from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
@@ -97,20 +97,6 @@ def _redis_keys(client: Any) -> list[Any]:
     return list(client.scan_iter(match="mcptasks:*", count=1000))
 
 
-def _postgres(sql: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(POSTGRES_URL)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    with ThreadPoolExecutor(1) as thread:  # the test's event loop may be open in this thread
-        thread.submit(asyncio.run, run()).result()
-
-
 @contextmanager
 def fresh_store(backend: str, user: str) -> Iterator[str]:
     """A store URL nobody else uses; emptied (Redis) or dropped (PostgreSQL) afterwards."""
@@ -119,7 +105,7 @@ def fresh_store(backend: str, user: str) -> Iterator[str]:
         try:
             yield f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
         finally:
-            _postgres(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            postgres_execute(POSTGRES_URL, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         return
     import redis
 
