@@ -36,12 +36,15 @@ by kind; the RSS of each replica every 5 s.
 
 from __future__ import annotations
 
+import os
 import sys
 
 # Run as `python benchmarks/chaos.py`, this directory comes first on sys.path and `http.py` here
 # would shadow the standard library's `http` module.
 if sys.path and sys.path[0] and __file__.startswith(sys.path[0]):
     sys.path.pop(0)
+# The private store servers of the fault tests, and their free-port helper.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 import argparse
 import asyncio
@@ -51,7 +54,6 @@ import importlib.util
 import itertools
 import json
 import logging
-import os
 import platform
 import random
 import shutil
@@ -70,6 +72,8 @@ from typing import Any
 import anyio
 import httpx2
 import psutil  # type: ignore[import-untyped]
+from private_servers import PrivatePostgres, PrivateRedis
+from processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "tests" / "fault_app.py"
@@ -99,12 +103,6 @@ def _load_payload() -> Callable[[str, int], str]:
     return function
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def wait_listening(port: int, process: subprocess.Popen[bytes] | None = None, what: str = "server") -> None:
     deadline = time.monotonic() + STARTUP
     while True:
@@ -132,31 +130,15 @@ class RedisStore:
         if shutil.which("redis-server") is None:
             raise SystemExit("redis-server is not installed")
         self.directory = Path(tempfile.mkdtemp(prefix="mcptasks-chaos-redis-"))
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.server = PrivateRedis(self.directory)
+        self.port = self.server.port
+        self.url = self.server.url
 
     def start(self) -> None:
-        command = [
-            "redis-server",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--dir",
-            str(self.directory),
-        ]
-        command += ["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"]
-        with (self.directory / "redis.log").open("ab") as log:
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        wait_listening(self.port, self.process, "redis-server")
+        self.server.start()
 
     def crash(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
+        self.server.kill()
 
     async def cut_connections(self) -> int:
         import redis.asyncio as aioredis
@@ -182,39 +164,22 @@ class PostgresStore:
     database = "chaos"
 
     def __init__(self, bindir: Path) -> None:
-        self.bindir = bindir
         self.directory = Path(tempfile.mkdtemp(prefix="mcptasks-chaos-pg-"))
-        self.data = self.directory / "data"
-        self.port = free_port()
-        self.admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.server = PrivatePostgres(self.directory, bindir)
+        self.server.init()
+        self.port = self.server.port
+        self.admin = self.server.url
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
-        if os.geteuid() == 0:
-            shutil.chown(self.directory, "postgres", "postgres")
-        self._run(str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
-
-    def _run(self, *command: str) -> None:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run(
-            [*prefix, *command],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=self.directory,
-        )
 
     def start(self) -> None:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.directory} -c fsync=off"
-        log = str(self.directory / "pg.log")
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "start")
-        wait_listening(self.port, what="PostgreSQL")
+        self.server.start()
 
     def create_database(self) -> None:
         asyncio.run(_execute(self.admin, f'CREATE DATABASE "{self.database}"'))
 
     def crash(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
+            self.server.kill()
 
     async def cut_connections(self) -> int:
         return await _terminate(self.admin, self.database)
