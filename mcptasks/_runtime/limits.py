@@ -165,14 +165,20 @@ def default_share(name: str, total: int) -> int:
     return max(1, total // _SHARE_OF[name])
 
 
+def reached(scope: str, limit: int, what: str) -> str:
+    """How a refusal names the bound it hit: "you have reached the per-owner limit of N <what>"
+    (`scope` "owner") or "this server has reached the server limit of N <what>"."""
+    who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
+    return f"{who} limit of {limit} {what}"
+
+
 class TooManyTasks(ProtocolError):
     """A create refused because the owner or the server has too many running tasks."""
 
     def __init__(self, scope: str, limit: int, retry_after_ms: int) -> None:
-        who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
         super().__init__(
             TOO_MANY_TASKS,
-            f"Too many active tasks: {who} limit of {limit} running tasks; retry in {retry_after_ms} ms "
+            f"Too many active tasks: {reached(scope, limit, 'running tasks')}; retry in {retry_after_ms} ms "
             "or after some finish",
             {"reason": "too_many_tasks", "retryAfterMs": retry_after_ms, "limit": limit, "scope": scope},
         )

@@ -42,6 +42,7 @@ from mcptasks._runtime.fallback import (
     fallback_tool_definitions,
     started_result,
 )
+from mcptasks._runtime.limits import reached
 from mcptasks._runtime.mrtr import InputNeeded, StartedBody, SyncRounds, advance_to_task
 from mcptasks._runtime.outages import reported_as_unavailable
 from mcptasks._runtime.parking import InlineSession, ParkedCalls
@@ -243,8 +244,7 @@ def not_replay_safe_error(tool: str, full: tuple[str, int] | None = None) -> Pro
         )
     else:
         scope, limit = full
-        who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
-        why = f"({who} limit of {limit} inline calls waiting for input)"
+        why = f"({reached(scope, limit, 'inline calls waiting for input')})"
         data.update(reason="too_many_parked_calls", limit=limit, scope=scope)
     return ProtocolError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
