@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("mcptasks.telemetry needs OpenTelemetry: pip install 'mcptasks[otel]'") from exc
 
 from mcptasks import __version__
+from mcptasks._runtime.observer import add_observer
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
 from mcptasks.stores.base import TaskRecord, TaskStore, combined_replace
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -502,5 +503,6 @@ def instrument(target: Any, *, tracer_provider: Any = None, meter_provider: Any 
             f"cannot instrument {type(target).__name__}: not a TaskServer, TasksExtension or TaskEngine"
         )
     telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    engine.observer = telemetry
+    # other observers (the metrics endpoint's) stay; an earlier `Telemetry` is replaced
+    engine.observer = add_observer(engine.observer, telemetry, replaces=Telemetry)
     return telemetry

@@ -22,6 +22,9 @@ PROTOCOL_VERSION = "2026-07-28"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 """The `_meta` key in which a 2026-07-28 request carries the client's capabilities."""
 
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
+"""The `_meta` key in which a 2026-07-28 request carries the client's name and version."""
+
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 
 IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"

@@ -80,6 +80,10 @@ class EngineConfig:
     """Over Streamable HTTP, answer `tasks/get|update|cancel` and opted-in task tool calls below
     the SDK's request machinery (same bytes on the wire; `TaskServer.streamable_http_app` and
     `mcptasks serve`)."""
+    accept_missing_mcp_name: bool = field(default=False, metadata=_flag("--accept-missing-mcp-name"))
+    """Over Streamable HTTP, accept a `tasks/*` request without an `Mcp-Name` header (a mismatched
+    one is still -32020), warning once per client: for clients that never send it (see Tested
+    clients in the docs)."""
     parked_limit: int = 1000
     """How many inline calls may wait at a question between their rounds at once (of one owner:
     `Limits.max_parked_per_owner`)."""
@@ -144,9 +148,11 @@ def apply_flags(
     lease_ttl: float | None = None,
     concurrency: int | None = None,
     fast_path: bool | None = None,
+    accept_missing_mcp_name: bool = False,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`, `--fast-path`); raises `ValueError` for an invalid value."""
+    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`); raises
+    `ValueError` for an invalid value."""
     changes: dict[str, Any] = {}
     if enqueue_only:
         changes["run_tasks"] = False
@@ -156,6 +162,8 @@ def apply_flags(
         changes["max_concurrent"] = concurrency
     if fast_path is not None:
         changes["fast_path"] = fast_path
+    if accept_missing_mcp_name:
+        changes["accept_missing_mcp_name"] = True
     return replace(config, **changes)
 
 
@@ -198,6 +206,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "fallback": lambda value: value in FALLBACK_MODES,
     "immediate_results": _flag_value,
     "fast_path": _flag_value,
+    "accept_missing_mcp_name": _flag_value,
     "parked_limit": _count(0),
     "parked_seconds": _positive,
     "push": _flag_value,
@@ -224,6 +233,7 @@ _RULES = {
     "fallback": f"must be one of {', '.join(repr(mode) for mode in FALLBACK_MODES)}",
     "immediate_results": "must be True or False",
     "fast_path": "must be True or False",
+    "accept_missing_mcp_name": "must be True or False",
     "parked_limit": "must be a non-negative integer",
     "parked_seconds": "must be a positive number of seconds",
     "push": "must be True or False",

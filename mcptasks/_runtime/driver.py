@@ -25,7 +25,14 @@ from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, a
 from mcptasks._runtime.resumable import movable
 from mcptasks._runtime.watchdog import BodyLabel, Label, current_body, watched
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
-from mcptasks.wire import INTERNAL_ERROR
+from mcptasks.wire import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+)
 
 logger = logging.getLogger("mcptasks")
 
@@ -40,9 +47,10 @@ class Outcome:
 
     @property
     def message(self) -> str | None:
-        """A short status message for the task record."""
+        """A short status message for the task record; a failure's names what failed (its
+        `error.message` is in `error`, so the status does not repeat it)."""
         if self.error is not None:
-            return str(self.error.get("message", "failed"))
+            return failed_status(self.error)
         if self.result is not None and self.result.get("isError"):
             content = self.result.get("content") or [{}]
             first = content[0] if isinstance(content[0], dict) else {}
@@ -60,6 +68,42 @@ class Outcome:
         """The outcome as compact JSON, for a log line that must keep what could not be written."""
         body = {"status": self.status, "result": self.result, "error": self.error}
         return json.dumps(body, separators=(",", ":"), default=repr)
+
+
+_FAILED_REASONS = {
+    "timeout": "Failed: timeout",
+    "worker_lost": "Failed (worker lost)",
+    "shutdown": "Failed (server shut down)",
+    "invalid_value": "Failed: invalid yielded value",
+    "invalid_result": "Failed: invalid result",
+    "result_too_large": "Failed: result too large",
+    "store_rejected": "Failed: end not recorded",
+    "store_unavailable": "Failed: store unavailable",
+}
+
+_ERROR_NAMES = {
+    PARSE_ERROR: "parse error",
+    INVALID_REQUEST: "invalid request",
+    METHOD_NOT_FOUND: "method not found",
+    INVALID_PARAMS: "invalid params",
+    INTERNAL_ERROR: "internal error",
+    MISSING_REQUIRED_CLIENT_CAPABILITY: "missing client capability",
+}
+
+
+def failed_status(error: dict[str, Any]) -> str:
+    """The status message of a task failed with `error`: "Failed: timeout", "Failed (worker lost)",
+    "Failed: KeyboardInterrupt", "Failed: internal error" and the like."""
+    data = error.get("data")
+    reason = data.get("reason") if isinstance(data, dict) else None
+    if reason == "aborted" and isinstance(data, dict) and isinstance(data.get("exception"), str):
+        return f"Failed: {data['exception']}"
+    if isinstance(reason, str) and reason:
+        return _FAILED_REASONS.get(reason, f"Failed: {reason.replace('_', ' ')}")
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return f"Failed: {_ERROR_NAMES.get(code, f'error {code}')}"
+    return "Failed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
 from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
-from mcptasks._runtime.observer import EngineObserver
+from mcptasks._runtime.observer import EngineObserver, follows_runs
 from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_permanent, permanent_errors
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
@@ -136,6 +136,15 @@ class _Setting(Generic[T]):
             f"TaskEngine.{self.name} is read-only: pass EngineConfig({self.name}=...) as config "
             "(or TaskEngine.configure before the engine starts)"
         )
+
+
+def _log_cancel_from_elsewhere(run: TaskRun, record: TaskRecord | None) -> None:
+    """Log the cancel another process (an operator's `mcptasks admin cancel`, the dashboard, a
+    replica answering `tasks/cancel`) wrote for a body this engine runs, when it learns of it;
+    a cancel written here has stopped the run already and was logged then."""
+    if record is not None and record.status == "cancelled" and not run.cancel_logged:
+        run.cancel_logged = True
+        log_task("cancelled", record)
 
 
 class TaskEngine:
@@ -266,7 +275,7 @@ class TaskEngine:
         """Whether `run`'s body may wait for answers without its task: not while telemetry follows
         the run (its span belongs to the body's task), nor once it is stopping or out of time."""
         return (
-            self.observer is None
+            not follows_runs(self.observer)
             and not self._closing
             and run.stopped_at is None
             and (run.deadline is None or anyio.current_time() < run.deadline)
@@ -313,7 +322,17 @@ class TaskEngine:
         self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None], *, known: TaskRecord | None
     ) -> TaskRecord | None:
         """Apply `change` to the record with compare-and-set (None: the task ended or is gone)."""
-        return await self._mutate(task_id, change, known=known)
+        written = await self._mutate(task_id, change, known=known)
+        run = self._runs.get(task_id)
+        if written is None and run is not None and not run.cancel_logged:
+            # A body's write found its task ended: perhaps cancelled by another process whose
+            # announcement does not reach this one (SQLite), so log that cancel here.
+            try:
+                ended = await self.store.get(task_id)
+            except Exception:  # only a log line depends on it; the body ends either way
+                ended = None
+            _log_cancel_from_elsewhere(run, ended)
+        return written
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -513,6 +532,7 @@ class TaskEngine:
             if current is None:  # ended, or created after the snapshot: look again
                 current = await self.store.get(task_id)
             if current is None or current.terminal or not run.owns(current):
+                _log_cancel_from_elsewhere(run, current)
                 run.stop()
 
     async def _recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -727,8 +747,10 @@ class TaskEngine:
 
     async def _settled(self, task_id: str) -> Outcome | None:
         run = self._runs.get(task_id)
-        if run is None:
+        if run is None or run.first_answer_taken:
+            # a repeat of the call (an idempotency key that another call's run holds) gets the task
             return None
+        run.first_answer_taken = True
         run.hold_statuses()
         try:
             for _ in range(IMMEDIATE_TURNS):
@@ -1306,6 +1328,7 @@ class TaskEngine:
             log_task("cancelled", cancelled)
             run = self._runs.get(task_id)
             if run is not None:
+                run.cancel_logged = True
                 run.stop()
             await self.store.publish(task_id)
 
@@ -1333,6 +1356,7 @@ class TaskEngine:
     async def _refresh(self, run: TaskRun) -> None:
         record = await self.store.get(run.task_id)
         if record is None or record.terminal or not run.owns(record):
+            _log_cancel_from_elsewhere(run, record)
             run.stop()
         else:
             run.poke()

@@ -7,12 +7,13 @@ with OpenTelemetry.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Protocol
 
 from mcptasks.stores.base import TaskRecord, TaskStore
 
-__all__ = ["EngineObserver"]
+__all__ = ["EngineObserver", "ObserverChain", "add_observer", "follows_runs"]
 
 
 class EngineObserver(Protocol):
@@ -45,3 +46,81 @@ class EngineObserver(Protocol):
 
     def requested(self, method: str, record: TaskRecord) -> None:
         """A client's `tasks/get`, `tasks/update` or `tasks/cancel` for `record` was accepted."""
+
+
+def follows_runs(observer: EngineObserver | None) -> bool:
+    """Whether `observer` needs a body to keep its task while it waits for input (telemetry's
+    span belongs to it); an observer that does not says so with `follows_runs = False`."""
+    return observer is not None and bool(getattr(observer, "follows_runs", True))
+
+
+class ObserverChain:
+    """Several observers told in turn (telemetry and the metrics endpoint, say)."""
+
+    def __init__(self, observers: list[EngineObserver]) -> None:
+        self.observers = observers
+
+    @property
+    def follows_runs(self) -> bool:
+        """Whether one of the observers follows runs (see `follows_runs`)."""
+        return any(follows_runs(observer) for observer in self.observers)
+
+    def wrap_store(self, store: TaskStore) -> TaskStore:
+        """The store wrapped by each observer in turn."""
+        for observer in self.observers:
+            store = observer.wrap_store(store)
+        return store
+
+    def creating(self, record: TaskRecord) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.creating(record)
+
+    def created(self, record: TaskRecord) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.created(record)
+
+    @contextmanager
+    def executing(self, record: TaskRecord) -> Iterator[object]:
+        """Every observer's context, the first one outermost."""
+        with ExitStack() as stack:
+            for observer in self.observers:
+                stack.enter_context(observer.executing(record))
+            yield None
+
+    def settled(self, task_id: str) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.settled(task_id)
+
+    def changed(self, before: TaskRecord, after: TaskRecord) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.changed(before, after)
+
+    def claimed(self, record: TaskRecord) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.claimed(record)
+
+    def requested(self, method: str, record: TaskRecord) -> None:
+        """Told to each observer."""
+        for observer in self.observers:
+            observer.requested(method, record)
+
+
+def add_observer(
+    current: EngineObserver | None, new: EngineObserver, *, replaces: type | None = None
+) -> EngineObserver:
+    """The observer an engine should have once `new` joins `current`: `new` alone when there was
+    none; else both, in a chain, dropping the ones of type `replaces` (an observer set again)."""
+    found = (
+        []
+        if current is None
+        else list(current.observers)
+        if isinstance(current, ObserverChain)
+        else [current]
+    )
+    kept = [observer for observer in found if replaces is None or not isinstance(observer, replaces)]
+    return ObserverChain([*kept, new]) if kept else new

@@ -9,16 +9,17 @@ behalf of the task's owner.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine import TaskEngine
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import OpensExisting, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 
 __all__ = [
@@ -28,14 +29,19 @@ __all__ = [
     "check_operator_url",
     "describe",
     "iso",
+    "open_existing",
     "open_store",
     "owner_hash",
     "parse_duration",
     "parse_since",
+    "purge_tasks",
     "timeline",
 ]
 
 OPERATOR_CANCEL_REASON = "Cancelled by an operator."
+
+logger = logging.getLogger("mcptasks.operator")
+"""Operator actions (purges); an operator's cancel is logged on `mcptasks.tasks` like any other."""
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -159,15 +165,27 @@ def describe(
     return view
 
 
-@asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[TaskStore]:
-    """Open the store `url` names for operator use, closing it afterwards.
+async def open_existing(store: TaskStore, *, migrate: bool = False) -> None:
+    """Open `store` without creating it or (unless `migrate`) changing its schema, when it can
+    (`OpensExisting`); stores without `open_existing` are opened as usual."""
+    if isinstance(store, OpensExisting):
+        await store.open_existing(migrate=migrate)
+    else:
+        await store.open()
 
+
+@asynccontextmanager
+async def open_store(url: str, *, migrate: bool = False) -> AsyncIterator[TaskStore]:
+    """Open the existing store `url` names for operator use, closing it afterwards.
+
+    Nothing is created: `StoreNotFound` when there is no store there. An older schema is
+    migrated only with `migrate` (write commands), else refused with `SchemaVersionError`.
     `ValueError` for a malformed URL or for `memory://`, whose records live inside one server
-    process and cannot be reached from another.
+    process and cannot be reached from another; `MissingExtra` when the backend's client
+    library is not installed.
     """
     store = store_from_url(check_operator_url(url))
-    await store.open()
+    await open_existing(store, migrate=migrate)
     try:
         yield store
     finally:
@@ -180,7 +198,8 @@ async def cancel_task(
     """Cancel `task_id` as its owner would; return the record afterwards (None: unknown id).
 
     A terminal task is returned unchanged. The runner, in this process or another, stops the
-    body at its next checkpoint.
+    body at its next checkpoint. The cancel is logged here (`mcptasks.tasks`, INFO) and, when the
+    store's notification reaches it, by the engine running the body.
     """
     record = await store.get(task_id)
     if record is None:
@@ -188,3 +207,16 @@ async def cancel_task(
     engine = TaskEngine(store, config=EngineConfig(recover_orphans=False))
     await engine.cancel(task_id, owner=record.owner, reason=reason)
     return await store.get(task_id)
+
+
+async def purge_tasks(store: TaskStore, statuses: Collection[str], older_than: float) -> int:
+    """`store.purge(statuses, older_than)`, logged as one INFO line on `mcptasks.operator`."""
+    deleted = await store.purge(statuses, older_than)
+    logger.info(
+        "purged %d %s task(s) last updated before %s",
+        deleted,
+        "/".join(sorted(statuses)),
+        iso(older_than),
+        extra={"event": "purged", "detail": f"{deleted} deleted"},
+    )
+    return deleted

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
@@ -51,6 +52,7 @@ from mcptasks._runtime.routes import Route, route_of
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import (
+    CLIENT_INFO_META,
     EXTENSION_ID,
     HEADER_MISMATCH,
     IDEMPOTENCY_META,
@@ -68,6 +70,8 @@ from mcptasks.wire import (
     iso_timestamp,
     missing_capability_data,
 )
+
+logger = logging.getLogger("mcptasks")
 
 ANONYMOUS_OWNER = "anonymous"
 """The owner of tasks created without an authenticated principal (bearer-id semantics)."""
@@ -161,13 +165,24 @@ def decode_header_value(value: str) -> str | None:
         return None
 
 
-def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] | None) -> None:
+MISSING_NAME_HINT = (
+    "a server accepts a missing one with accept_missing_mcp_name (mcptasks serve "
+    "--accept-missing-mcp-name); see Tested clients (how-to/clients-tested) in the mcptasks docs"
+)
+"""What the -32020 error of a missing `Mcp-Name` adds: the switch that accepts it."""
+
+
+def check_routing_headers(
+    method: str, task_id: str, headers: Mapping[str, str] | None, *, accept_missing_name: bool = False
+) -> bool:
     """On HTTP, `Mcp-Method` must equal the method and `Mcp-Name` the task id (-32020 otherwise).
 
     `headers` is None on transports without headers (stdio, in-process), where nothing is checked.
+    With `accept_missing_name`, a missing `Mcp-Name` passes (a mismatched one never does); the
+    result says whether it was missing and accepted.
     """
     if headers is None:
-        return
+        return False
     sent_method = _header(headers, "mcp-method")
     if sent_method is not None and sent_method.strip() != method:
         raise ProtocolError(
@@ -175,11 +190,54 @@ def check_routing_headers(method: str, task_id: str, headers: Mapping[str, str] 
         )
     sent_name = _header(headers, "mcp-name")
     if sent_name is None:
+        if accept_missing_name:
+            return True
         raise ProtocolError(
-            HEADER_MISMATCH, f"{method} over HTTP needs an Mcp-Name header equal to params.taskId"
+            HEADER_MISMATCH,
+            f"{method} over HTTP needs an Mcp-Name header equal to params.taskId; {MISSING_NAME_HINT}",
         )
     if decode_header_value(sent_name.strip()) != task_id:
         raise ProtocolError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
+    return False
+
+
+MAX_WARNED_CLIENTS = 1000
+"""How many clients `MissingNameWarnings` remembers; past it, warnings stop rather than repeat."""
+
+
+class MissingNameWarnings:
+    """One warning per client (its `clientInfo` name and version, else its User-Agent) whose
+    `tasks/*` request over HTTP came without `Mcp-Name` and was accepted."""
+
+    def __init__(self) -> None:
+        self._warned: set[tuple[str, str]] = set()
+
+    def accepted(self, method: str, meta: Mapping[str, Any] | None, headers: Mapping[str, str]) -> None:
+        """Note an accepted request; warn when it is the first of its client."""
+        client = _client_of(meta, headers)
+        if client in self._warned or len(self._warned) >= MAX_WARNED_CLIENTS:
+            return
+        self._warned.add(client)
+        kind, who = client
+        logger.warning(
+            "accepted %s without an Mcp-Name header from %s %s (accept_missing_mcp_name is on; "
+            "logged once per client)",
+            method,
+            kind,
+            who,
+            extra={"event": "missing_mcp_name", "client": who},
+        )
+
+
+def _client_of(meta: Mapping[str, Any] | None, headers: Mapping[str, str]) -> tuple[str, str]:
+    """("client", "name version") from the request's `clientInfo`, else ("User-Agent", value)."""
+    info = meta.get(CLIENT_INFO_META) if isinstance(meta, Mapping) else None
+    if isinstance(info, Mapping) and isinstance(info.get("name"), str):
+        version = info.get("version")
+        name = f"{info['name']} {version}" if isinstance(version, str) else str(info["name"])
+        return "client", " ".join(name.split())[:200]
+    agent = _header(headers, "user-agent")
+    return "User-Agent", repr(agent[:200]) if agent is not None else "(none)"
 
 
 def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> Any:
@@ -305,6 +363,7 @@ class TasksProtocol:
         self.engine = engine
         self.codec = RequestStateCodec(engine.config.secret)
         self.parked = _parked_calls(engine.config)
+        self.missing_name_warnings = MissingNameWarnings()
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.add_tool(tool)
@@ -579,16 +638,16 @@ class TasksProtocol:
         """
         params = _opted_in_params(method, params, meta, tasks_allowed)
         if method == "tasks/get":
-            record, interval = await self._read(params, owner, headers, over_transport)
+            record, interval = await self._read(params, owner, headers, meta, over_transport)
             return detailed_task(record, interval)
         if method == "tasks/update":
             update = _parse(UpdateTaskParams, method, params)
-            check_routing_headers(method, update.task_id, headers)
+            self._check_headers(method, update.task_id, headers, meta, params)
             with reported_as_unavailable(self.engine.store):
                 await self.engine.update(update.task_id, update.input_responses, owner=owner)
             return complete()
         task_id = _task_id(CancelTaskParams, method, params)
-        check_routing_headers(method, task_id, headers)
+        self._check_headers(method, task_id, headers, meta, params)
         with reported_as_unavailable(self.engine.store):
             await self.engine.cancel(task_id, owner=owner)
         return complete()
@@ -607,13 +666,35 @@ class TasksProtocol:
         checks and errors; a host that keeps the rendered answer of an unchanged task (the same
         `task_id`, `version` and interval) can send it again."""
         params = _opted_in_params("tasks/get", params, meta, True)
-        return await self._read(params, owner, headers, over_transport)
+        return await self._read(params, owner, headers, meta, over_transport)
+
+    def _check_headers(
+        self,
+        method: str,
+        task_id: str,
+        headers: Mapping[str, str] | None,
+        meta: Mapping[str, Any] | None,
+        params: Mapping[str, Any],
+    ) -> None:
+        """`check_routing_headers` with the engine's `accept_missing_mcp_name`; an accepted
+        missing `Mcp-Name` is warned about once per client."""
+        lenient = self.engine.config.accept_missing_mcp_name
+        if check_routing_headers(method, task_id, headers, accept_missing_name=lenient) and headers:
+            if meta is None:
+                raw = params.get("_meta")
+                meta = raw if isinstance(raw, Mapping) else None
+            self.missing_name_warnings.accepted(method, meta, headers)
 
     async def _read(
-        self, params: Mapping[str, Any], owner: str, headers: Mapping[str, str] | None, over_transport: bool
+        self,
+        params: Mapping[str, Any],
+        owner: str,
+        headers: Mapping[str, str] | None,
+        meta: Mapping[str, Any] | None,
+        over_transport: bool,
     ) -> tuple[TaskRecord, int]:
         task_id = _task_id(GetTaskParams, "tasks/get", params)
-        check_routing_headers("tasks/get", task_id, headers)
+        self._check_headers("tasks/get", task_id, headers, meta, params)
         with reported_as_unavailable(self.engine.store):
             record = await self.engine.get(
                 task_id, owner=owner, throttle=True, yield_first=not over_transport

@@ -177,11 +177,13 @@ class TaskRun:
     __slots__ = (
         "_ended",
         "attempt",
+        "cancel_logged",
         "deadline",
         "ending",
         "expires_at",
         "final",
         "flushing",
+        "first_answer_taken",
         "holding",
         "host",
         "next_status_at",
@@ -234,11 +236,15 @@ class TaskRun:
         """How the body ended, from when its end starts being recorded (None until then, and for
         an end with nothing to record, such as the engine shutting down)."""
         self.final: Outcome | None = None
+        self.first_answer_taken = False
+        """Whether the call that started the run was answered (`TaskEngine.settled` answers once)."""
         """The outcome recorded when the body ended."""
         self.saved: Any = None
         """The body's checkpoint (loaded from the record when a re-run starts)."""
         self.stopped_at: float | None = None
         """When the body was first asked to stop (for the ignored-cancellation warning)."""
+        self.cancel_logged = False
+        """Whether this engine logged the task's cancel (its own, or one written elsewhere)."""
         self.pending_status: str | None = None
         """A status yielded within `Limits.status_interval` of the last write, not written yet."""
         self.next_status_at = 0.0

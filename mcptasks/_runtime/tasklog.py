@@ -3,12 +3,16 @@
     created           task <id> created (tool build)
     input_required    task <id> input_required (tool build): waiting for confirm-1
     requeued          task <id> requeued (tool build): attempt 2 of 3 ...
-    completed         task <id> completed (tool build)   [or: completed with a tool error: ...]
-    failed            task <id> failed (tool build): <message> (code -32603, reason worker_lost)
-    cancelled         task <id> cancelled (tool build): Cancelled by the client.
+    completed         task <id> completed (tool build) in 2.41s   [or: completed with a tool error ...]
+    failed            task <id> failed (tool build) in 0.20s: <message> (code -32603, reason worker_lost)
+    cancelled         task <id> cancelled (tool build) in 8.03s: Cancelled by the client.
+
+A cancel written by another process (`mcptasks admin cancel`, the dashboard, another replica) is
+logged by the engine running the body when it learns of it, with the status message the canceller
+set ("Cancelled by an operator."). The end events' duration is seconds since the task was created.
 
 Every record carries the fields as attributes too (`event`, `task_id`, `tool`, `status`, and for
-failures `code`, `reason` and `detail`), so a formatter or handler can use them without parsing the text
+failures `code`, `reason` and `detail`, for the end events `duration`), so a formatter or handler can use them without parsing the text
 (`mcptasks serve --log-format json` does). Task ids are bearer secrets on servers without
 authentication: keep these logs as private as the store.
 """
@@ -28,8 +32,11 @@ DEFAULT_REASON = "error"
 """The `reason` of a failure whose error data names none (a JSON-RPC error the body raised, say);
 the engine's own failures name theirs: `ttl`, `worker_lost`, `shutdown`."""
 
-FIELDS = ("event", "task_id", "tool", "status", "code", "reason", "detail")
-"""The attributes every task log record carries (`code`, `reason`, `detail` may be None)."""
+FIELDS = ("event", "task_id", "tool", "status", "code", "reason", "detail", "duration")
+"""The attributes every task log record carries (`code`, `reason`, `detail`, `duration` may be None)."""
+
+ENDS = ("completed", "failed", "cancelled")
+"""The events whose records carry a `duration`: seconds from `created_at` to the transition."""
 
 
 def _tool_error_text(result: dict[str, Any] | None) -> str | None:
@@ -43,6 +50,11 @@ def _tool_error_text(result: dict[str, Any] | None) -> str | None:
 def _one_line(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _duration(event: TaskEvent, record: TaskRecord) -> float | None:
+    """Seconds from creation to an end event (None for the other events)."""
+    return round(max(0.0, record.updated_at - record.created_at), 3) if event in ENDS else None
 
 
 def log_task(event: TaskEvent, record: TaskRecord) -> None:
@@ -70,7 +82,10 @@ def log_task(event: TaskEvent, record: TaskRecord) -> None:
         detail = "waiting for " + ", ".join(sorted(record.input_requests))
     elif event in ("cancelled", "requeued"):
         detail = record.status_message
+    duration = _duration(event, record)
     text = f"task {record.task_id} {what} (tool {record.tool})"
+    if duration is not None:
+        text += f" in {duration:.2f}s"
     if detail:
         text += ": " + _one_line(detail)
     if code is not None:
@@ -83,5 +98,6 @@ def log_task(event: TaskEvent, record: TaskRecord) -> None:
         "code": code,
         "reason": reason,
         "detail": detail,
+        "duration": duration,
     }
     logger.info(text, extra=fields)

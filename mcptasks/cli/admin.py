@@ -20,19 +20,24 @@ from mcptasks._runtime.operator import (
     OPERATOR_CANCEL_REASON,
     age_text,
     cancel_task,
+    check_operator_url,
     describe,
     iso,
-    open_store,
+    open_existing,
     parse_duration,
     parse_since,
+    purge_tasks,
 )
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import CliError
+from mcptasks.cli.failures import store_open_failure
+from mcptasks.cli.logsetup import configure_logging
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import TaskStore
+from mcptasks.stores.url import MissingExtra, redact_url, store_from_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
-__all__ = ["STORE_ENV", "add_store_option", "register"]
+__all__ = ["STORE_ENV", "add_store_option", "open_operator_store", "register"]
 
 STORE_ENV = "MCPTASKS_STORE"
 _SHOWN = (
@@ -52,6 +57,7 @@ _SHOWN = (
 )
 _STATUS_ORDER = ("working", "input_required", "completed", "failed", "cancelled")
 _PROG = "mcptasks admin"
+_WRITES = ("cancel", "purge")
 
 
 def _error(message: str) -> CliError:
@@ -161,7 +167,7 @@ async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
     try:
         cutoff = time.time() - parse_duration(args.older_than)
         statuses = _split(args.status) or frozenset(TERMINAL_STATUSES)
-        deleted = await store.purge(statuses, cutoff)
+        deleted = await purge_tasks(store, statuses, cutoff)
     except ValueError as exc:
         raise _error(str(exc)) from None
     if args.json:
@@ -226,18 +232,38 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if getattr(args, "limit", 1) < 1:
         raise _error("--limit must be a positive integer")
 
+    if args.admin_command in _WRITES:  # the change is logged on stderr (one line)
+        configure_logging("info")
+
     async def run() -> int:
+        # Reads never create a store or migrate its schema; cancel and purge may migrate one.
+        store = await open_operator_store(url, migrate=args.admin_command in _WRITES)
         try:
-            async with open_store(url) as store:
-                return await _COMMANDS[args.admin_command](store, args, stream)
+            return await _COMMANDS[args.admin_command](store, args, stream)
         except CliError:
             raise
         except ValueError as exc:
             raise _error(str(exc)) from None
         except (OSError, RuntimeError) as exc:
             raise _error(f"cannot use the task store: {exc}") from None
+        finally:
+            await store.close()
 
     return anyio.run(run)
+
+
+async def open_operator_store(url: str, *, migrate: bool = False, prog: str = _PROG) -> TaskStore:
+    """The existing store `url` names, open (see `open_existing`); `CliError` naming the cause
+    (a bad URL, a missing extra, no such store, an unusable one) otherwise."""
+    try:
+        store = store_from_url(check_operator_url(url))
+    except (ValueError, MissingExtra) as exc:
+        raise CliError(str(exc), prog=prog) from None
+    try:
+        await open_existing(store, migrate=migrate)
+    except Exception as exc:
+        raise CliError(store_open_failure(exc, redact_url(url)), prog=prog) from None
+    return store
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -277,12 +303,12 @@ def register(commands: Subcommands) -> None:
     listing.add_argument("--show-owners", action="store_true", help="print owners instead of their hashes")
 
     show = action("show", "print one task: record, input requests, error, timeline")
-    show.add_argument("task_id")
+    show.add_argument("task_id", help="the task's id (as `admin list` prints it)")
     show.add_argument("--result", action="store_true", help="also print the arguments and the result")
     show.add_argument("--show-owners", action="store_true", help="also print the owner")
 
     cancel = action("cancel", "cancel a task (as its owner would; terminal tasks stay as they are)")
-    cancel.add_argument("task_id")
+    cancel.add_argument("task_id", help="the task's id (as `admin list` prints it)")
     cancel.add_argument("--reason", default=OPERATOR_CANCEL_REASON, help="the statusMessage to set")
 
     purge = action("purge", "delete finished tasks last updated before a given age")

@@ -1,6 +1,7 @@
 """`mcptasks call`: call a tool from the shell and follow its task.
 
     mcptasks call URL TOOL [key=value ...] [--json ARGS] [--detach] [--resume=ID] [--json-output]
+                  [--answer KEY=JSON ...] [--answers FILE] [--decline | --cancel]
     mcptasks call --stdio "CMD ..." TOOL [key=value ...]
 
 Task ids are opaque and may start with `-`: write `--resume=ID` (the hints this command prints do so).
@@ -14,16 +15,20 @@ stderr when stderr is a terminal; otherwise each change is printed as a timestam
 Elicitation requests become prompts on the terminal, driven by the requested schema (strings,
 numbers, integers, booleans, enums, multi-select enums; defaults). A single yes/no question is
 one prompt; other questions first ask accept / decline / skip (skip is the MCP action `cancel`).
-Without a terminal on stdin questions are skipped. Ctrl-C asks whether to cancel the task, leave
-it running (detach, printing the command that resumes it), or wait; without a terminal it
-detaches. The result goes to stdout: text content as text (structured content as JSON when
+`--answer KEY=JSON`, `--answers FILE`, `--decline` and `--cancel` answer questions without
+asking (see `mcptasks.cli.answers`); without a terminal on stdin, a question none of them answers
+stops the command (exit 2, the task left waiting, with the commands that answer and resume it).
+The arguments are checked against the tool's `inputSchema` (`tools/list`) first. Ctrl-C asks
+whether to cancel the task, leave it running (detach, printing the command that resumes it), or
+wait; without a terminal it detaches. The result goes to stdout: text content as text (structured content as JSON when
 there is no text; JSON indented when stdout is a terminal), or the whole `CallToolResult` as
 JSON with `--json-output`.
 
 Exit status: 0 success (also `--detach`); 1 the tool reported an
-error (`isError`); 2 usage error; 3 failed (the task failed, or the server or the connection
-reported an error); 4 the task was cancelled; 130 interrupted (Ctrl-C, including detaching after
-Ctrl-C).
+error (`isError`); 2 usage error (also arguments that do not fit the tool, an answer that does
+not fit its question, a question left unanswered without a terminal); 3 failed (the task failed,
+or the server or the connection reported an error); 4 the task was cancelled; 130 interrupted
+(Ctrl-C, including detaching after Ctrl-C).
 
 `--ledger PATH` (or `$MCPTASKS_LEDGER`) records started tasks in a `TaskLedger` (see `mcptasks tasks`).
 """
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from mcptasks.cli.answers import Answers, parse_answers
 from mcptasks.cli.arguments import Subcommands, parse_arguments, reparse
 from mcptasks.cli.errors import (
     EXIT_CANCELLED,
@@ -53,8 +59,9 @@ from mcptasks.cli.errors import (
 )
 from mcptasks.cli.failures import leaf, run_reporting
 from mcptasks.cli.ledger import open_ledger
-from mcptasks.cli.prompter import FormPrompter, SkipWithoutTerminal
+from mcptasks.cli.prompter import AnswerFirst, FormPrompter, Unasked
 from mcptasks.cli.render import render_result, result_json, task_json, to_json, write
+from mcptasks.cli.schema import check_arguments, near
 from mcptasks.cli.status import StatusLine
 from mcptasks.cli.target import Target, add_target_options, split_target
 from mcptasks.cli.terminal import (
@@ -67,6 +74,7 @@ from mcptasks.cli.terminal import (
 )
 
 if TYPE_CHECKING:
+    from mcp import Client
     from mcp_types import CallToolResult
 
     from mcptasks.client import DetailedTask, TaskHandle, TaskLedger
@@ -93,6 +101,10 @@ class CallCommand:
     live: bool = False
     pretty: bool = False
     """Indent JSON results (stdout is a terminal)."""
+    answers: Answers = field(default_factory=Answers)
+    """The answers given on the command line (`--answer`, `--answers`, `--decline`, `--cancel`)."""
+    texts: dict[str, str] = field(default_factory=dict)
+    """The `key=value` pairs as typed (for the check against the tool's `inputSchema`)."""
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     handle: TaskHandle | None = field(default=None, init=False)
@@ -116,7 +128,11 @@ class CallCommand:
         say), the command that resumes the task is printed before the error propagates.
         """
         try:
-            return await self._run()
+            status = await self._run()
+            unused = self.answers.unused()
+            if unused:
+                write(self.stderr, f"{PROG}: note: no question took --answer {', '.join(unused)}\n")
+            return status
         except Exception as exc:
             from mcptasks.errors import TaskNotFound
 
@@ -124,6 +140,12 @@ class CallCommand:
             cause = leaf(exc)
             ended = isinstance(cause, TaskNotFound) or getattr(cause, "cancelled", False) is True
             if handle is None or handle.task_id is None:
+                raise
+            if isinstance(cause, CliError):  # an answer missing or not fitting: nothing was sent
+                words = [PROG, "tasks", "answer", *self.target.words(), "--answer", "KEY=JSON"]
+                write(self.stderr, f"{PROG}: task {handle.task_id} is waiting for input; answer with:\n")
+                write(self.stderr, f"  {shlex.join([*words, '--', handle.task_id])}\n")
+                write(self.stderr, f"{PROG}: and follow it with:\n  {self.resume_hint(handle.task_id)}\n")
                 raise
             if not ended and (handle.last is None or not handle.last.terminal):
                 write(self.stderr, f"\n{PROG}: task {handle.task_id} may still be running; resume with:\n")
@@ -134,11 +156,12 @@ class CallCommand:
         from mcptasks.client import TaskHandle, TasksClient, start_tool_call
 
         status = StatusLine(self.stderr, live=self.live)
-        prompter: FormPrompter | SkipWithoutTerminal
+        ask: FormPrompter | Unasked
         if self.interactive:
-            prompter = self.prompter = FormPrompter(TerminalInput(sys.stdin.fileno()), status, self.stderr)
+            ask = self.prompter = FormPrompter(TerminalInput(sys.stdin.fileno()), status, self.stderr)
         else:
-            prompter = SkipWithoutTerminal(status)
+            ask = Unasked()
+        prompter = AnswerFirst(self.answers, ask, status)
         extension = TasksClient(
             ledger=self.ledger, server_id=self.target.identity, stuck_after=self.stuck_after
         )
@@ -147,7 +170,8 @@ class CallCommand:
                 handle = TaskHandle.resume(client, self.resume, tool=self.tool)
                 self.handle = handle
             else:
-                handle = await start_tool_call(client, self.tool, self.arguments)
+                arguments = await self.checked_arguments(client)
+                handle = await start_tool_call(client, self.tool, arguments)
                 if handle.task_id is None:  # answered at once, without a task
                     return self.report_result(await handle.result())
                 self.handle = handle
@@ -157,6 +181,24 @@ class CallCommand:
                 if self.resume is None:
                     status.note(f"{PROG}: task {handle.task_id} started (Ctrl-C to cancel or detach)")
                 return await self.follow(handle, status, signals)
+
+    async def checked_arguments(self, client: Client) -> dict[str, Any]:
+        """The arguments checked against the tool's `inputSchema` from `tools/list` (`CliError`
+        for an unknown tool or argument, a missing required one, a value of the wrong type)."""
+        tools = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        for tool in tools:
+            if tool.name == self.tool:
+                return check_arguments(self.tool, tool.input_schema, self.arguments, self.texts)
+        names = sorted(tool.name for tool in tools)
+        hint = near(self.tool, names)
+        raise CliError(f"the server has no tool {self.tool!r}{hint}; its tools: {', '.join(names)}")
 
     def report_detached(self, handle: TaskHandle) -> int:
         """Print the new task's id (stdout) and how to resume it (stderr)."""
@@ -283,6 +325,8 @@ def run_call(args: argparse.Namespace) -> int:
         raise CliError("--resume follows an existing task: it takes no arguments and no --detach")
     if args.stuck_after is not None and not args.stuck_after > 0:
         raise CliError("--stuck-after must be a positive number of seconds")
+    answers = parse_answers(args.answer, args.answers, args.decline, args.cancel)
+    texts = {key: value for key, _, value in (pair.partition("=") for pair in pairs)}
     command = CallCommand(
         target=target,
         tool=tool,
@@ -295,6 +339,8 @@ def run_call(args: argparse.Namespace) -> int:
         interactive=_isatty(sys.stdin),
         live=_isatty(sys.stderr),
         pretty=_isatty(sys.stdout),
+        answers=answers,
+        texts=texts,
     )
     return run_reporting(command.run, sys.stderr, target.url)
 
@@ -325,6 +371,23 @@ def _add_call_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help="give up (and cancel) when the task shows no change for this long",
+    )
+    add_answer_options(parser)
+
+
+def add_answer_options(parser: argparse.ArgumentParser) -> None:
+    """`--answer`, `--answers`, `--decline`, `--cancel` (of `call` and `tasks answer`)."""
+    parser.add_argument(
+        "--answer",
+        action="append",
+        metavar="KEY=JSON",
+        help="answer the question KEY (its inputRequests key or a field name); a bare JSON value "
+        "answers the first question (repeatable)",
+    )
+    parser.add_argument("--answers", metavar="FILE", help="a JSON object of KEY: answer ('-': stdin)")
+    parser.add_argument("--decline", action="store_true", help="decline every question no --answer matches")
+    parser.add_argument(
+        "--cancel", action="store_true", help="skip (MCP action cancel) every question no --answer matches"
     )
 
 

@@ -7,9 +7,10 @@ import ipaddress
 import os
 
 from mcptasks._runtime.operator import check_operator_url
-from mcptasks.cli.admin import STORE_ENV, add_store_option
+from mcptasks.cli.admin import STORE_ENV, add_store_option, open_operator_store
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
+from mcptasks.cli.logsetup import configure_logging
 
 __all__ = ["ALLOWED_HOSTS_ENV", "TOKEN_ENV", "allowed_hosts", "is_loopback", "register", "run_dashboard"]
 
@@ -36,9 +37,12 @@ def allowed_hosts(args: argparse.Namespace) -> list[str]:
     return [h.strip() for h in given] if given else hosts_for(args.host)
 
 
+_PROG = "mcptasks dashboard"
+
+
 def _fail(message: str) -> CliError:
     """A bad `mcptasks dashboard` option: one `mcptasks dashboard: error:` line, exit 2."""
-    return CliError(message, prog="mcptasks dashboard")
+    return CliError(message, prog=_PROG)
 
 
 def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
@@ -61,6 +65,18 @@ def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
     return url
 
 
+def _probe(url: str) -> None:
+    """Open and close the existing store once (creating nothing), so an unusable one is one
+    error line before serving."""
+    import anyio
+
+    async def probe() -> None:
+        store = await open_operator_store(url, prog=_PROG)
+        await store.close()
+
+    anyio.run(probe)
+
+
 def run_dashboard(args: argparse.Namespace) -> int:
     """Check the options, then serve until interrupted (`CliError` for unusable options)."""
     import uvicorn
@@ -69,6 +85,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     url = _check(args, args.store or os.environ.get(STORE_ENV), token)
+    configure_logging("info")  # an operator's cancel is one line on stderr
+    _probe(url)
     hosts = allowed_hosts(args)
     protect_reads = not is_loopback(args.host)
     try:
@@ -110,7 +128,7 @@ def register(commands: Subcommands) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface (default 127.0.0.1; others need a token)"
     )
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     parser.add_argument(
         "--allowed-host",
         action="append",

@@ -59,6 +59,18 @@ def describe(exc: BaseException, url: str | None = None) -> str:
     return text if isinstance(cause, TaskError) else f"{type(cause).__name__}: {text}"
 
 
+def store_open_failure(exc: BaseException, shown: str) -> str:
+    """Why the task store `shown` (a redacted URL) could not be opened, as one line."""
+    from mcptasks.stores.base import StoreNotFound
+    from mcptasks.stores.url import MissingExtra, store_error_hint
+
+    cause = leaf(exc)
+    if isinstance(cause, (MissingExtra, StoreNotFound)):
+        return str(cause)
+    text = " ".join(str(cause).split()).rstrip(". ") or type(cause).__name__
+    return f"cannot open the task store {shown}: {text}; {store_error_hint(cause)}"
+
+
 def run_reporting(work: Callable[[], Awaitable[int]], stderr: TextIO, url: str | None = None) -> int:
     """Run `work` to its exit status, reporting a failure in one line (exit 2, 3 or 130)."""
     try:

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -183,11 +184,14 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
     return startup
 
 
-def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str) -> None:
+def _serve_http(
+    mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str, metrics: Any = None
+) -> None:
     """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
     import anyio
     import uvicorn
 
+    from mcptasks.cli.metrics_server import with_metrics
     from mcptasks.server.app import http_app, uvicorn_server
 
     app = http_app(mcp, extension, path=path, host=host)
@@ -200,7 +204,7 @@ def _serve_http(mcp: Any, extension: Any, host: str, port: int, path: str, log_l
         log_level="debug" if log_level == "debug" else "warning",
         access_log=log_level == "debug",
     )
-    anyio.run(uvicorn_server(config, extension).serve)
+    anyio.run(with_metrics, uvicorn_server(config, extension).serve, metrics)
 
 
 def serve(
@@ -216,6 +220,9 @@ def serve(
     log_level: str = "info",
     log_format: LogFormat = "text",
     fast_path: bool | None = None,
+    accept_missing_mcp_name: bool = False,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     from mcp.server.mcpserver import MCPServer
@@ -231,7 +238,13 @@ def serve(
         _extension(server, target)  # the flags need one
     extension = _extension_of(server)
     if extension is not None:
-        _configure(extension, enqueue_only=enqueue_only, lease_ttl=lease_ttl, fast_path=fast_path)
+        _configure(
+            extension,
+            enqueue_only=enqueue_only,
+            lease_ttl=lease_ttl,
+            fast_path=fast_path,
+            accept_missing_mcp_name=accept_missing_mcp_name,
+        )
         if store_object is not None:
             extension.use_store(store_object)
         else:  # the store the file configured
@@ -241,7 +254,13 @@ def serve(
     if extension is not None:
         extension.engine.on_stuck_shutdown = _exit_when_stuck
     mcp = server.mcp if isinstance(server, TaskServer) else server
-    _serve_transport(mcp, extension, transport, host, port, path, log_level, log_format)
+    metrics = None
+    if metrics_port is not None:
+        from mcptasks.cli.metrics_server import metrics_server
+
+        _check_port(metrics_host, metrics_port)
+        metrics = metrics_server(_extension(server, target), metrics_host, metrics_port)
+    _serve_transport(mcp, extension, transport, host, port, path, log_level, log_format, metrics)
 
 
 def _serve_transport(
@@ -253,10 +272,13 @@ def _serve_transport(
     path: str,
     log_level: str,
     log_format: LogFormat,
+    metrics: Any = None,
 ) -> None:
-    """Show the start-up block and serve `mcp` over `transport` until interrupted."""
+    """Show the start-up block and serve `mcp` over `transport` until interrupted (and `metrics`,
+    a `metrics_server`, beside it)."""
     import anyio
 
+    from mcptasks.cli.metrics_server import with_metrics
     from mcptasks.server.stdio_stop import serve_stdio
 
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
@@ -264,10 +286,11 @@ def _serve_transport(
     startup = _startup(mcp, extension, url, log_level, log_format)
     if transport == "http":
         startup.print(sys.stderr)
-        _serve_http(mcp, extension, host, port, path, log_level)
+        _serve_http(mcp, extension, host, port, path, log_level, metrics)
         return
     tune_gc()
-    if anyio.run(serve_stdio, mcp.run_stdio_async, lambda: startup.print(sys.stderr)):
+    run = partial(with_metrics, mcp.run_stdio_async, metrics)
+    if anyio.run(serve_stdio, run, lambda: startup.print(sys.stderr)):
         raise KeyboardInterrupt
 
 
@@ -319,9 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "target", help="path/to/file.py[:attr] or package.module[:attr] (attr defaults to 'app')"
     )
-    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    run.add_argument("--host", default="127.0.0.1")
-    run.add_argument("--port", type=int, default=8000)
+    run.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (a client starts this process) or http (Streamable HTTP; default stdio)",
+    )
+    run.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on with --transport http (default 127.0.0.1)"
+    )
+    run.add_argument(
+        "--port", type=int, default=8000, help="port to listen on with --transport http (default 8000)"
+    )
     run.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
     run.add_argument(
         "--store",
@@ -334,9 +366,29 @@ def build_parser() -> argparse.ArgumentParser:
         "(default on; also $MCPTASKS_FAST_PATH)",
     )
     run.add_argument(
+        "--accept-missing-mcp-name",
+        action="store_true",
+        help="accept tasks/* requests over HTTP without an Mcp-Name header (a mismatched one is still "
+        "refused), warning once per client; also $MCPTASKS_ACCEPT_MISSING_MCP_NAME",
+    )
+    run.add_argument(
         "--enqueue-only",
         action="store_true",
         help="create tasks but leave running them to `mcptasks worker` processes on the same store",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="also serve task metrics in the Prometheus text format on this port (any path; default off)",
+    )
+    run.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address of the metrics endpoint (default 127.0.0.1)"
+    )
+    run.add_argument(
+        "--reload",
+        action="store_true",
+        help="restart the server when a file in the target's directory changes (development; HTTP only)",
     )
     worker = commands.add_parser(
         "worker", help="run queued tasks of a TaskServer from a shared store, serving nothing"
@@ -377,6 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reload(args: argparse.Namespace, argv: list[str]) -> int:
+    """`serve --reload`: serve in a child process restarted on changes (`mcptasks.cli.reload`)."""
+    from mcptasks.cli.reload import supervise, watched_directory
+
+    if args.transport != "http":
+        raise CliError("--reload needs --transport http (a stdio client cannot reconnect)")
+    location, _ = _split_target(args.target)
+    return supervise([arg for arg in argv if arg != "--reload"], watched_directory(location))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mcptasks` and `python -m mcptasks`."""
     args = build_parser().parse_args(argv)
@@ -384,6 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             if not 0 < args.port < 65536:
                 raise CliError(f"--port must be between 1 and 65535, got {args.port}")
+            if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
+                raise CliError(f"--metrics-port must be between 1 and 65535, got {args.metrics_port}")
+            if args.reload:
+                return _reload(args, sys.argv[1:] if argv is None else list(argv))
             serve(
                 args.target,
                 transport=args.transport,
@@ -396,6 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_level=args.log_level,
                 log_format=args.log_format,
                 fast_path=None if args.fast_path is None else args.fast_path == "on",
+                accept_missing_mcp_name=args.accept_missing_mcp_name,
+                metrics_port=args.metrics_port,
+                metrics_host=args.metrics_host,
             )
         elif args.command == "worker":
             work(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from mcptasks.cli.answers import Answers, Unanswered
 from mcptasks.cli.errors import PROG
 from mcptasks.cli.forms import FormField, form_fields, parse_answer
 from mcptasks.cli.render import write
+from mcptasks.cli.schema import describe_fields
 from mcptasks.cli.status import StatusLine
 from mcptasks.cli.terminal import TerminalInput, word
 
@@ -162,17 +165,44 @@ class FormPrompter:
                 write(self.stream, f"    {exc}\n")
 
 
-class SkipWithoutTerminal:
-    """The elicitation callback without a terminal on stdin: say so, skip the question."""
+class Unasked:
+    """The elicitation callback without a terminal on stdin: a question no answer matched stops
+    the command (`Unanswered`, exit status 2); nothing is sent for it, so the task keeps waiting."""
 
-    def __init__(self, status: StatusLine) -> None:
+    async def __call__(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        """Raise `Unanswered` naming the question, its key and its fields."""
+        from mcp_types import ElicitRequestFormParams
+
+        schema = params.requested_schema if isinstance(params, ElicitRequestFormParams) else None
+        raise Unanswered(
+            f"question {context.request_id} ({params.message!r}) has no answer and there is no "
+            f"terminal to ask on; its fields: {describe_fields(schema)} "
+            f"(give --answer {context.request_id}=JSON, --answers FILE, --decline or --cancel)"
+        )
+
+
+class AnswerFirst:
+    """The elicitation callback that answers from the command line's `Answers`, and passes the
+    questions they do not match to `ask` (the terminal prompter, or `Unasked`)."""
+
+    def __init__(self, answers: Answers, ask: FormPrompter | Unasked, status: StatusLine) -> None:
+        self.answers = answers
+        self.ask = ask
         self.status = status
 
     async def __call__(
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
-        """Note the question on stderr and skip it (the MCP action `cancel`)."""
-        from mcp_types import ElicitResult
+        """Answer `params` from the command line, else ask."""
+        from mcp_types import ElicitRequestFormParams, ElicitResult
 
-        self.status.note(f"{PROG}: cannot ask without a terminal on stdin; skipped: {params.message}")
-        return ElicitResult(action="cancel")
+        schema = params.requested_schema if isinstance(params, ElicitRequestFormParams) else None
+        found = self.answers.respond(str(context.request_id), params.message, schema)
+        if found is None:
+            return await self.ask(context, params)
+        action, content = found
+        shown = f" {json.dumps(content)}" if content is not None else ""
+        self.status.note(f"{PROG}: answered {params.message!r}: {action}{shown}")
+        return ElicitResult(action=action, content=content)

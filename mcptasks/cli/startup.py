@@ -1,6 +1,6 @@
 """The start-up block `mcptasks serve` prints on stderr: where it serves, the store, the tools.
 
-    mcptasks 0.1.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
+    mcptasks 0.2.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
       store     sqlite:///tasks.db
       tasks     run in this process
       fallback  inline (clients without the tasks extension get the result on the call)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, describe
+from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, describe, open_existing
 from mcptasks.dashboard.guard import (
     LOOPBACK_HOSTS,
     SESSION_COOKIE,
@@ -72,8 +72,8 @@ class _Store:
         assert self.store is not None
         if not self._opened:
             async with self._lock:
-                if not self._opened:
-                    await self.store.open()
+                if not self._opened:  # the dashboard never creates a store or migrates it
+                    await open_existing(self.store)
                     self._opened = True
         return self.store
 

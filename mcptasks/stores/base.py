@@ -224,6 +224,21 @@ class SchemaVersionError(MCPTasksError, RuntimeError):
     cannot use: written by a newer mcptasks, or a foreign `tasks` table."""
 
 
+class StoreNotFound(MCPTasksError, LookupError):
+    """`open_existing` found no task store where the URL points (no such file, no such schema,
+    or one mcptasks never wrote to)."""
+
+
+@runtime_checkable
+class OpensExisting(Protocol):
+    """The optional `open_existing` member of a store, used by the operator tools (admin CLI,
+    dashboard), which must never create a store or change its schema by looking at it."""
+
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """Open a store that already holds mcptasks data, creating nothing: `StoreNotFound` when
+        there is none; an older schema is migrated with `migrate`, else `SchemaVersionError`."""
+
+
 @runtime_checkable
 class TaskStore(Protocol):
     """What the engine needs from a backend. All methods are coroutines except `subscribe`.

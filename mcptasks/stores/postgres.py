@@ -61,7 +61,7 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, TaskExists, TaskRecord
+from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, StoreNotFound, TaskExists, TaskRecord
 from mcptasks.stores.url import MissingExtra
 
 try:
@@ -427,6 +427,35 @@ class PostgresTaskStore:
         Raises `ConnectionError` when the server cannot be reached (or refuses the login),
         `SchemaVersionError` when the schema was written by a newer mcptasks.
         """
+        await self._open(None)
+
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """Like `open`, but create nothing: `StoreNotFound` when the schema does not exist or has
+        no mcptasks tables; an older schema is migrated with `migrate`, else `SchemaVersionError`."""
+        await self._open(migrate)
+
+    async def _existing_version(self, conn: _Connection, migrate: bool) -> int:
+        """The version of the existing schema (`StoreNotFound`, `SchemaVersionError` as above)."""
+        s = f'"{self._schema}"'
+        missing = StoreNotFound(
+            f"no task store in schema {self._schema!r} at {self._shown} (check the URL's database "
+            "and ?schema=)"
+        )
+        if not await conn.fetchval("SELECT to_regclass($1)", f"{s}.schema_version"):
+            raise missing
+        found = int(await conn.fetchval(f"SELECT coalesce(max(version), 0) FROM {s}.schema_version"))
+        if found == 0:
+            raise missing
+        if found < len(_MIGRATIONS) and not migrate:
+            raise SchemaVersionError(
+                f"task store schema {self._schema!r} at {self._shown} has version {found}, older than "
+                f"this mcptasks' {len(_MIGRATIONS)}, and a read-only command does not migrate it: "
+                "start `mcptasks serve` with this version once, or use the mcptasks that wrote it"
+            )
+        return found
+
+    async def _open(self, existing: bool | None) -> None:
+        """`open` (`existing` None) or `open_existing(migrate=existing)`."""
         if self._state == "open":
             return
         if self._state in ("opening", "closing"):
@@ -459,7 +488,8 @@ class PostgresTaskStore:
             except _CONNECT_ERRORS as exc:
                 raise ConnectionError(f"cannot reach PostgreSQL at {self._shown}: {exc}") from exc
             try:
-                await self._migrate(conn)
+                if existing is None or await self._existing_version(conn, existing) != len(_MIGRATIONS):
+                    await self._migrate(conn)
             finally:
                 await pool.release(conn)
         except BaseException:

@@ -559,6 +559,10 @@ class RedisTaskStore:
         self._purge_script = client.register_script(_PURGE_LUA)
         self._state = "open"
 
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """`open`: a Redis store has no schema to create or migrate, and opening writes nothing."""
+        await self.open()
+
     async def close(self) -> None:
         """End open subscriptions and release the client this store created. Idempotent."""
         if self._state != "open":

@@ -29,6 +29,7 @@ import os
 import secrets
 import sqlite3
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
@@ -48,7 +49,7 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, TaskExists, TaskRecord
+from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, StoreNotFound, TaskExists, TaskRecord
 
 __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore", "migrate"]
 
@@ -320,6 +321,39 @@ class SqliteTaskStore:
             raise
         self._limiter = anyio.CapacityLimiter(1)
         self._state = "open"
+
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """Open the database only if the file exists and holds an mcptasks schema (`StoreNotFound`
+        otherwise); a schema older than this code's is migrated with `migrate`, else refused with
+        `SchemaVersionError`. Nothing is created."""
+        if not self._memory and self._state != "open":
+            found = await anyio.to_thread.run_sync(self._existing_version)
+            if found < SCHEMA_VERSION and not migrate:
+                raise SchemaVersionError(
+                    f"task store {self._path!r} has schema version {found}, older than this mcptasks' "
+                    f"{SCHEMA_VERSION}, and a read-only command does not migrate it: start "
+                    "`mcptasks serve` with this version once, or use the mcptasks that wrote it"
+                )
+        await self.open()
+
+    def _existing_version(self) -> int:
+        """The schema version of the existing file, read without writing to it."""
+        if not os.path.isfile(self._path):
+            raise StoreNotFound(f"no task store at {self._path!r}: no such file (check the path)")
+        location = "file:" + urllib.parse.quote(os.path.abspath(self._path)) + "?mode=ro"
+        conn = sqlite3.connect(location, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+        if found == 0:
+            raise StoreNotFound(f"{self._path!r} is not an mcptasks task store (it has no task schema)")
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"task store {self._path!r} has schema version {found}, but this mcptasks only knows "
+                f"versions up to {SCHEMA_VERSION}: upgrade mcptasks"
+            )
+        return found
 
     def _connect(self) -> sqlite3.Connection:
         if not self._memory:

@@ -4,6 +4,8 @@ stores that a real engine is using, plus the table output and the errors, in-pro
 from __future__ import annotations
 
 import json
+import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ from operator_stores import store_url, workload
 from mcptasks import SqliteTaskStore, TaskRecord
 from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
 from mcptasks.cli.main import main
+from mcptasks.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["store_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -78,7 +81,10 @@ async def test_admin_commands_on_a_live_store(store_url: str) -> None:
         assert stats["runners"][load.engine.instance_id]["active_tasks"] == 2
 
         code, out, err = await admin("cancel", ids["working"], "--store", store_url)
-        assert (code, err) == (0, "") and out == f"{ids['working']}: cancelled\n"
+        assert code == 0 and out == f"{ids['working']}: cancelled\n"
+        [logged] = err.splitlines()  # the command's own log line
+        assert f"INFO mcptasks.tasks: task {ids['working']} cancelled (tool spin) in " in logged
+        assert logged.endswith(": Cancelled by an operator.")
         record = await load.engine.store.get(ids["working"])
         assert record is not None and record.status == "cancelled"
         assert record.status_message == "Cancelled by an operator."
@@ -188,3 +194,117 @@ def test_durations_and_times() -> None:
     for bad in ("", "h", "5x", "1h 2"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+# -- stores that cannot be used, and stores that must not be created ---------------------------
+
+# Runs the CLI with some packages made unimportable, as in an install without that extra.
+_WITHOUT = """
+import sys
+blocked = set(sys.argv[1].split(","))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+from mcptasks.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli(*args: str, without: str | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
+    prefix = ["-c", _WITHOUT, without] if without else ["-m", "mcptasks"]
+    done = subprocess.run(
+        [sys.executable, *prefix, *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        timeout=60,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _one_line(err: str, prog: str, *fragments: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+@pytest.mark.parametrize(
+    "command", [["admin", "list"], ["admin", "stats"], ["admin", "cancel", "t-1"], ["dashboard"]]
+)
+@pytest.mark.parametrize(
+    ("url", "package", "extra"),
+    [("redis://127.0.0.1:6379/0", "redis", "redis"), ("postgresql://127.0.0.1/test", "asyncpg", "postgres")],
+)
+def test_a_missing_extra_is_one_line(command: list[str], url: str, package: str, extra: str) -> None:
+    code, out, err = _cli(*command, "--store", url, without=package)
+    assert code == 2 and out == "", (code, out, err)
+    prog = "mcptasks dashboard" if command == ["dashboard"] else "mcptasks admin"
+    _one_line(err, prog, f"needs the {package!r} package", f"pip install 'mcptasks[{extra}]'")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["admin", "list"],
+        ["admin", "show", "t-1"],
+        ["admin", "stats"],
+        ["admin", "cancel", "t-1"],
+        ["admin", "purge", "--older-than", "1d"],
+        ["dashboard"],
+    ],
+)
+def test_no_command_creates_a_store(tmp_path: Path, command: list[str]) -> None:
+    code, _, err = _cli(*command, "--store", "sqlite:///typo.db", cwd=tmp_path)
+    assert code == 2
+    prog = "mcptasks dashboard" if command == ["dashboard"] else "mcptasks admin"
+    _one_line(err, prog, "no task store at 'typo.db'", "no such file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unusable_store_is_one_line(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not an SQLite database " * 100)
+    for command in (["admin", "list"], ["dashboard"]):
+        code, _, err = _cli(*command, "--store", f"sqlite:///{corrupt}")
+        assert code == 2
+        _one_line(err, f"mcptasks {command[0]}", "cannot open the task store", "not a database")
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    code, _, err = _cli("admin", "stats", "--store", f"sqlite:///{empty}")
+    assert code == 2
+    _one_line(err, "mcptasks admin", "is not an mcptasks task store")
+    assert empty.stat().st_size == 0
+
+
+def test_reads_do_not_migrate_an_older_schema(tmp_path: Path) -> None:
+    if SCHEMA_VERSION < 2:
+        pytest.skip("there is no older SQLite schema yet")
+    url = _seed(tmp_path / "old.db", TaskRecord(task_id="t-1", owner="o", tool="x"))
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # as an older mcptasks left it
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    for command in (["admin", "list"], ["admin", "show", "t-1"], ["admin", "stats"], ["dashboard"]):
+        code, _, err = _cli(*command, "--store", url)
+        assert code == 2
+        _one_line(err, f"mcptasks {command[0]}", f"schema version {SCHEMA_VERSION - 1}", "does not migrate")
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION - 1
+
+
+def test_a_purge_is_logged_by_the_command(tmp_path: Path) -> None:
+    old = TaskRecord(
+        task_id="t-1", owner="o", tool="x", status="completed", created_at=time.time() - 3 * 86400
+    )
+    url = _seed(tmp_path / "p.db", old)
+    code, out, err = _cli("admin", "purge", "--store", url, "--older-than", "1d")
+    assert code == 0 and out.startswith("deleted 1 cancelled/completed/failed task(s)"), (out, err)
+    [logged] = err.splitlines()
+    assert (
+        "INFO mcptasks.operator: purged 1 cancelled/completed/failed task(s) last updated before " in logged
+    )

@@ -324,12 +324,169 @@ def test_a_failed_task_exits_3(url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert task["error"] == {"code": -32603, "message": "backend unavailable", "data": {"retryable": True}}
 
 
-def test_without_a_terminal_elicitation_is_answered_cancel(
+def hinted_task_id(stderr: str, url: str) -> str:
+    """The task id of the `mcptasks tasks answer` hint printed for an unanswered question."""
+    match = re.search(rf"mcptasks tasks answer {re.escape(url)} --answer KEY=JSON -- ({TASK_ID})\n", stderr)
+    assert match, stderr
+    return match.group(1)
+
+
+def test_without_a_terminal_an_unanswered_question_exits_2_and_leaves_the_task_waiting(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out, err = run(capsys, "call", url, "confirm_delete", "filename=x.txt")
-    assert (status, out) == (0, "kept x.txt\n")
-    assert "cannot ask without a terminal on stdin; skipped: Delete x.txt?" in err
+    assert (status, out) == (2, "")
+    one_error_line(err, "question input-1 ('Delete x.txt?') has no answer", "confirm (boolean, required)")
+    task_id = hinted_task_id(err, url)
+    assert f"mcptasks call {url} confirm_delete --resume={task_id}" in err
+    state = task_state(capsys, url, task_id)
+    assert state["status"] == "input_required" and list(state["inputRequests"]) == ["input-1"]
+
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "confirm=true", "--", task_id)
+    assert status == 0, err
+    assert out.startswith(f"answered input-1; task {task_id} is ")
+    status, out, err = run(capsys, "call", url, "confirm_delete", f"--resume={task_id}")
+    assert (status, out) == (0, "deleted x.txt\n"), err
+
+
+@pytest.mark.parametrize(
+    ("answers", "expected"),
+    [
+        (["--answer", "input-1=true"], "deleted"),  # the inputRequests key, a bare value
+        (["--answer", 'input-1={"confirm": false}'], "kept"),  # the key, the whole form
+        (["--answer", "confirm=true"], "deleted"),  # the field name
+        (["--answer", "true"], "deleted"),  # no key: the first question
+        (["--decline"], "kept"),
+        (["--cancel"], "kept"),
+    ],
+)
+def test_answers_on_the_command_line(
+    url: str, answers: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, "call", url, "confirm_delete", "filename=a.txt", *answers)
+    assert (status, out) == (0, f"{expected} a.txt\n"), err
+    action = {"--decline": "decline", "--cancel": "cancel"}.get(answers[0], "accept")
+    assert f"mcptasks: answered 'Delete a.txt?': {action}" in err
+
+
+def test_an_answers_file_and_field_answers_fill_several_questions(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"name": "Ada", "input-2": {"confirm": True}}))
+    status, out, err = run(capsys, "call", url, "multi_input", "--answers", str(answers))
+    assert (status, out) == (0, "Ada says go\n"), err
+    # `name=5` fits the string field only as text; the answer before the task exists by its key
+    status, out, err = run(
+        capsys, "call", url, "multi_input", "--answer", "name=5", "--answer", "confirm=false"
+    )
+    assert (status, out) == (0, "5 says stop\n"), err
+    status, out, err = run(capsys, "call", url, "test_tool_with_task", "--answer", "user_name=Bo")
+    assert (status, out) == (0, "Hello, Bo!\n"), err
+
+
+def test_an_answer_that_does_not_fit_is_refused_before_it_is_sent(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(
+        capsys, "call", url, "confirm_delete", "filename=b.txt", "--answer", 'confirm="yes"'
+    )
+    assert (status, out) == (2, "")
+    one_error_line(
+        err, "question input-1 ('Delete b.txt?') does not fit its schema", "'yes' is not of type 'boolean'"
+    )
+    task_id = hinted_task_id(err, url)
+    assert task_state(capsys, url, task_id)["status"] == "input_required"  # nothing was sent
+
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "confirm=maybe", "--", task_id)
+    assert (status, out) == (2, "")
+    one_error_line(err, "does not fit its schema", "confirm (boolean, required)")
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "confrm=true", "--", task_id)
+    assert (status, out) == (2, "")
+    one_error_line(err, "takes confrm (did you mean confirm?)", "input-1 ('Delete b.txt?')")
+    assert task_state(capsys, url, task_id)["status"] == "input_required"
+    status, out, err = run(capsys, "tasks", "answer", url, "--decline", "--", task_id)
+    assert status == 0, err
+    status, out, err = run(capsys, "call", url, "confirm_delete", f"--resume={task_id}")
+    assert (status, out) == (0, "kept b.txt\n"), err
+
+
+def test_tasks_answer_waits_for_the_questions_and_refuses_ambiguity(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, "call", url, "multi_input", "--detach")
+    assert status == 0, err
+    task_id = out.strip()
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", '"Ada"', "--", task_id)
+    assert (status, out) == (2, "")
+    one_error_line(err, "asks 2 questions", "input-1 ('Your name?')", "input-2 ('Go ahead?')")
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "name=Ada", "--", task_id)
+    assert (status, out) == (0, f"answered input-1; task {task_id} is input_required\n"), err
+    assert "still unanswered: input-2" in err
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "input-2=true", "--", task_id)
+    assert status == 0, err
+    status, out, err = run(capsys, "call", url, "multi_input", f"--resume={task_id}")
+    assert (status, out) == (0, "Ada says go\n"), err
+    status, out, err = run(capsys, "tasks", "answer", url, "--answer", "true", "--", task_id)
+    assert (status, out) == (2, "")
+    one_error_line(err, f"task {task_id} is completed: it has no question to answer")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (
+            ["greet", "nm=Ada"],
+            ["greet has no parameter 'nm' (did you mean name?); greet takes name (string)"],
+        ),
+        (["confirm_delete"], ["confirm_delete needs filename=...", "filename (string, required)"]),
+        (["slow_compute", "seconds=soon"], ["seconds: 'soon' is not of type 'number'", "label (string)"]),
+        (["multi_input", "x=1"], ["multi_input has no parameter 'x'", "multi_input takes no arguments"]),
+        (["gret"], ["the server has no tool 'gret' (did you mean greet?)", "greet, multi_input"]),
+    ],
+)
+def test_arguments_are_checked_against_the_input_schema(
+    url: str, args: list[str], fragments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, "call", url, *args)
+    assert (status, out) == (2, "")
+    one_error_line(err, *fragments)
+    assert "started" not in err  # nothing was called
+
+
+def test_a_json_looking_value_for_a_string_parameter_stays_text(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "call", url, "greet", "name=123")[:2] == (0, "Hello, 123!\n")
+
+
+def test_the_scripted_answers_example_runs_as_shown(url: str) -> None:
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    script = page.split("<!-- scripted-answers -->\n```bash\n", 1)[1].split("```", 1)[0]
+    shown = page.split("<!-- scripted-answers -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    script = script.replace("http://127.0.0.1:8000/mcp", url)
+    bin_dir = str(Path(sys.executable).parent)
+    env = clean_env(PATH=f"{bin_dir}:{clean_env().get('PATH', '')}")
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    expected = shown.splitlines()
+    assert len(lines) == len(expected), done.stdout
+    match = re.fullmatch(rf"answered input-1; task ({TASK_ID}) is \w+", lines[1])
+    assert match, lines
+    task_id = match.group(1)
+    for line, documented in zip(lines, expected, strict=True):
+        pattern = re.escape(documented).replace(re.escape("MxN...Q3w"), re.escape(task_id))
+        pattern = pattern.replace("working", "(working|completed)")
+        assert re.fullmatch(pattern, line), (line, documented)
 
 
 def test_detach_then_get_cancel_and_resume(url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -401,6 +558,10 @@ def test_the_ledger_lists_pending_tasks_until_resumed(
         (["--stdio", "python 'x.py", "greet"], "--stdio: No closing quotation"),
         (["--stdio", "python x.py", "-H", "A: b", "greet"], "--header applies to HTTP servers only"),
         (["{url}", "greet", "-H", "nocolon"], "--header must look like"),
+        (["{url}", "greet", "--answer", "yes"], "--answer expects KEY=JSON or one JSON value"),
+        (["{url}", "greet", "--answer", "1", "--answer", "2"], "more than one --answer without a KEY"),
+        (["{url}", "greet", "--decline", "--cancel"], "--decline and --cancel exclude each other"),
+        (["{url}", "greet", "--answers", "/no/such/answers.json"], "--answers: cannot read"),
     ],
 )
 def test_usage_errors_exit_2(args: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -570,6 +731,22 @@ def test_terminal_prompts_for_two_inputs_one_at_a_time(url: str) -> None:
     assert finish(child) == 0
 
 
+def test_on_a_terminal_answers_are_used_and_other_questions_asked(url: str) -> None:
+    child = on_terminal("call", url, "confirm_delete", "filename=t.txt", "--answer", "confirm=true")
+    child.expect_exact("answered 'Delete t.txt?': accept")
+    child.expect_exact("deleted t.txt")
+    assert "? Delete t.txt?" not in (child.before or "")
+    assert finish(child) == 0
+
+    child = on_terminal("call", url, "multi_input", "--answer", "name=Ada")
+    child.expect_exact("? Go ahead?")
+    child.expect_exact("[y/n] (or d: decline, s: skip): ")
+    child.sendline("y")
+    child.expect_exact("Ada says go")
+    assert "? Your name?" not in (child.before or "")
+    assert finish(child) == 0
+
+
 def test_live_status_line(url: str) -> None:
     child = on_terminal("call", url, "slow_compute", "seconds=1", "label=live")
     child.expect(rf"task ({TASK_ID}) started")
@@ -671,7 +848,7 @@ def test_structured_results_are_indented_on_a_terminal_and_one_line_when_piped(t
         child.sendline("n")
         child.expect_exact('{\r\n  "kind": "test",\r\n  "exit_code": 0,')
         assert finish(child) == 0
-        piped = cli("call", url, "run_pipeline", "kind=test")
+        piped = cli("call", url, "run_pipeline", "kind=test", "--answer", "publish=false")
     assert piped.returncode == 0, piped.stderr
     (line,) = piped.stdout.splitlines()
     report = json.loads(line)

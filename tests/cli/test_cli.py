@@ -7,7 +7,9 @@ official SDK client, and always stop it in `finally`.
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pydantic import ConfigDict
 from sdk_helpers import answered_by_hand
 
 import mcptasks
+from mcptasks.cli.main import build_parser
 from mcptasks.client import GetTaskRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,6 +168,28 @@ def test_version() -> None:
     done = mcptasks_cli("--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"mcptasks {mcptasks.__version__}"
+
+
+def test_the_version_is_the_changelogs() -> None:
+    project = (ROOT / "pyproject.toml").read_text()
+    [declared] = re.findall(r'^version = "([^"]+)"$', project, re.MULTILINE)
+    newest = re.search(r"^## (\S+)", (ROOT / "docs" / "changelog.md").read_text(), re.MULTILINE)
+    assert newest is not None
+    assert declared == mcptasks.__version__ == newest.group(1)
+
+
+def test_every_option_has_a_help_text() -> None:
+    def missing(parser: argparse.ArgumentParser, name: str) -> Iterator[str]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    yield from missing(subparser, f"{name} {sub}")
+            elif action.help is None:
+                yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(missing(build_parser(), "mcptasks")) == []
+    shown = mcptasks_cli("serve", "--help").stdout
+    assert "Streamable HTTP" in shown and "interface to listen on" in shown
 
 
 def test_python_dash_m_and_the_console_script_agree() -> None:

@@ -8,6 +8,7 @@ client, signals sent to the process. Every wait is bounded and waits for output,
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -143,13 +144,17 @@ async def test_http_serve_prints_a_start_up_block_and_one_line_per_transition(tm
     done, errored, failed = ids["slow_compute"], ids["failing_job"], ids["protocol_error_job"]
     expected = [
         f"task {done} created (tool slow_compute)",
-        f"task {done} completed (tool slow_compute)",
+        f"task {done} completed (tool slow_compute) in <s>",
         f"task {errored} created (tool failing_job)",
-        f"task {errored} completed with a tool error (tool failing_job): the job failed: disk quota exceeded",
+        f"task {errored} completed with a tool error (tool failing_job) in <s>: the job failed: disk quota exceeded",
         f"task {failed} created (tool protocol_error_job)",
-        f"task {failed} failed (tool protocol_error_job): backend unavailable (code -32603)",
+        f"task {failed} failed (tool protocol_error_job) in <s>: backend unavailable (code -32603)",
     ]
-    assert [line.split(" INFO mcptasks.tasks: ", 1)[1] for line in task_lines] == expected, text
+    shown = [
+        re.sub(r" in \d+\.\d\ds", " in <s>", line.split(" INFO mcptasks.tasks: ", 1)[1])
+        for line in task_lines
+    ]
+    assert shown == expected, text
 
 
 @pytest.mark.anyio
@@ -174,6 +179,7 @@ async def test_json_log_format_is_one_object_per_line(tmp_path: Path) -> None:
     )
     assert failed[0]["detail"] == "backend unavailable"
     assert failed[0]["reason"] == "error"  # the error's data names no reason of its own
+    assert isinstance(failed[0]["duration"], float)
 
 
 @pytest.mark.anyio

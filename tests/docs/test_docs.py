@@ -515,9 +515,9 @@ def test_tutorial_step_5_commands(tmp_path: Path) -> None:
         assert "server asks: The build pipeline passed. Publish the artifacts?  -> yes" in client.stdout
         assert "'published': True" in client.stdout
 
-        called = run(*call, cwd=tmp_path)
-        assert called.returncode == 0, called.stdout + called.stderr
-        assert json.loads(called.stdout)["published"] is False  # no terminal: nobody answers
+        called = run(*call, cwd=tmp_path)  # no terminal and no --answer: the question stops it
+        assert called.returncode == 2, called.stdout + called.stderr
+        assert "has no answer and there is no terminal to ask on" in called.stderr
 
         detached = run(*detach, cwd=tmp_path)
         assert detached.returncode == 0, detached.stderr
@@ -1113,6 +1113,45 @@ async def test_operate_dashboard_mounted_behind_the_servers_login(
             assert (await http.post(cancel, headers=login)).status_code == 401
             done = await http.post(cancel, headers={**login, "X-Operator-Token": "tok"})
             assert done.json() == {"taskId": record.task_id, "status": "cancelled", "changed": True}
+
+
+@exercises("operate_admin.py")
+def test_operate_admin_queries_and_purges_a_store(tmp_path: Path) -> None:
+    from mcptasks import SqliteTaskStore, TaskRecord
+
+    week_ago = time.time() - 8 * 86400
+    records = [
+        TaskRecord(
+            task_id="t-failed", owner="o", tool="build", status="failed", error={"code": 1, "message": "x"}
+        ),
+        TaskRecord(task_id="t-old", owner="o", tool="build", status="completed", created_at=week_ago),
+        TaskRecord(task_id="t-new", owner="o", tool="lint", status="completed"),
+    ]
+
+    async def seed() -> None:
+        store = SqliteTaskStore(tmp_path / "tasks.db")
+        await store.open()
+        try:
+            for record in records:
+                await store.create(record)
+        finally:
+            await store.close()
+
+    anyio.run(seed)
+    done = subprocess.run(
+        [sys.executable, str(SNIPPETS / "operate_admin.py"), "sqlite:///tasks.db"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "t-failed {'code': 1, 'message': 'x'}",
+        "{'completed': 2, 'failed': 1}",
+        "purged 1 completed task(s)",
+    ]
 
 
 @exercises("operate_telemetry.py")

@@ -317,3 +317,49 @@ async def test_store_calls_are_counted_and_failures_typed(reader: InMemoryMetric
         (("db.operation.name", "create"),): 1,
         (("db.operation.name", "get"), ("error.type", "ConnectionError")): 1,
     }
+
+
+async def asgi_get(app: Any, host: str = "127.0.0.1:9464") -> tuple[int, str]:
+    """One GET through an ASGI app: its status and body."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/metrics", "headers": [(b"host", host.encode())]}
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+
+async def test_telemetry_and_the_metrics_endpoint_both_observe(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    from mcptasks._runtime.observer import ObserverChain
+    from mcptasks.metrics import TaskMetrics, metrics_app
+
+    engine = TaskEngine()
+    app = metrics_app(engine)
+    meter = MeterProvider(metric_readers=[reader])
+    instrument(engine, meter_provider=meter)
+    instrument(engine, meter_provider=meter)  # replaces the first
+    assert isinstance(engine.observer, ObserverChain)
+    assert [type(o) for o in engine.observer.observers] == [TaskMetrics, Telemetry]
+    assert metrics_app(engine) is not app and len(engine.observer.observers) == 2  # one TaskMetrics
+
+    @task_tool
+    async def quick():
+        yield "ok"
+
+    async with engine:
+        record = await engine.start(quick, {}, owner="o")
+        await wait_for_status(engine, record.task_id, "completed", owner="o")
+        status, text = await asgi_get(app)
+        assert (await asgi_get(app, "evil.example"))[0] == 421
+    assert status == 200
+    assert 'mcptasks_tasks_created_total{tool="quick"} 1' in text.splitlines()
+    assert 'mcptasks_tasks_completed_total{tool="quick"} 1' in text.splitlines()
+    assert total(metric_points(reader)["mcptasks.tasks.created"]) == 1
+    assert len(named(spans, "task.execute quick")) == 1

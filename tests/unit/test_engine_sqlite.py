@@ -183,7 +183,7 @@ async def test_orphan_of_a_dead_runner_is_failed_on_start(db: Path) -> None:
     assert "restarted" in task["error"]["message"]
     assert task["error"]["data"]["reason"] == "worker_lost"
     assert "inputRequests" not in task
-    assert task["statusMessage"] == task["error"]["message"]
+    assert task["statusMessage"] == "Failed (worker lost)"
 
 
 async def test_recover_orphans_false_leaves_the_orphan(db: Path) -> None:

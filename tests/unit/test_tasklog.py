@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
@@ -96,8 +97,14 @@ async def test_a_completed_task_logs_created_then_completed(captured: Capture) -
     created, completed = captured.of(record.task_id)
     assert created.levelno == completed.levelno == logging.INFO
     assert created.getMessage() == f"task {record.task_id} created (tool fine)"
-    assert completed.getMessage() == f"task {record.task_id} completed (tool fine)"
+    assert re.fullmatch(
+        rf"task {record.task_id} completed \(tool fine\) in \d+\.\d\ds", completed.getMessage()
+    )
     assert (completed.tool, completed.status) == ("fine", "completed")  # type: ignore[attr-defined]
+    stored = await engine.store.get(record.task_id)
+    assert stored is not None
+    assert completed.duration == round(stored.updated_at - stored.created_at, 3)  # type: ignore[attr-defined]
+    assert created.duration is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.anyio
@@ -109,14 +116,18 @@ async def test_a_tool_error_and_a_failure_say_why(captured: Capture) -> None:
         await wait_for_status(engine, failed.task_id, "failed", owner="o")
         await wait_idle(engine)
     (*_, last) = captured.of(errored.task_id)
-    assert last.getMessage() == (
-        f"task {errored.task_id} completed with a tool error (tool tool_error): disk quota exceeded"
+    assert re.fullmatch(
+        rf"task {errored.task_id} completed with a tool error \(tool tool_error\) in \d+\.\d\ds: "
+        "disk quota exceeded",
+        last.getMessage(),
     )
     (*_, fail) = captured.of(failed.task_id)
-    assert fail.getMessage() == (
-        f"task {failed.task_id} failed (tool protocol_error): backend unavailable "
-        "(code -32603, reason backend_down)"
+    assert re.fullmatch(
+        rf"task {failed.task_id} failed \(tool protocol_error\) in \d+\.\d\ds: backend unavailable "
+        r"\(code -32603, reason backend_down\)",
+        fail.getMessage(),
     )
+    assert isinstance(fail.duration, float)  # type: ignore[attr-defined]
     assert (fail.event, fail.code, fail.reason) == ("failed", -32603, "backend_down")  # type: ignore[attr-defined]
 
 
@@ -134,7 +145,62 @@ async def test_input_required_and_cancelled(captured: Capture) -> None:
     assert captured.events(asking.task_id) == ["created", "input_required", "cancelled"]
     assert captured.of(asking.task_id)[1].getMessage().endswith(f"waiting for {key}")
     assert captured.events(waiting.task_id) == ["created", "cancelled"]
-    assert captured.of(waiting.task_id)[-1].getMessage().endswith("(tool waits): Cancelled by the client.")
+    assert re.search(
+        r"\(tool waits\) in \d+\.\d\ds: Cancelled by the client\.$",
+        captured.of(waiting.task_id)[-1].getMessage(),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_cancel_written_elsewhere_is_logged_by_the_runner(captured: Capture) -> None:
+    # What `mcptasks admin cancel` or the dashboard do from another process: write the record and
+    # announce it; the engine running the body learns of it through the store's notification.
+    async with serve(waits) as (engine, _):
+        record = await engine.start(waits, {}, owner="o")
+        await wait_for_status(engine, record.task_id, "working", owner="o")
+        written = False
+        while not written:  # the body may still be writing its own status
+            stored = await engine.store.get(record.task_id)
+            assert stored is not None
+            cancelled = stored.evolve(status="cancelled", status_message="Cancelled by an operator.")
+            written = await engine.store.replace(cancelled, expected_version=stored.version)
+        await engine.store.publish(record.task_id)
+        with anyio.fail_after(10):
+            while captured.events(record.task_id)[-1] != "cancelled":  # noqa: ASYNC110 (a log record)
+                await anyio.sleep(0.01)
+        await wait_idle(engine)
+    assert captured.events(record.task_id) == ["created", "cancelled"]
+    last = captured.of(record.task_id)[-1]
+    assert last.getMessage().endswith(": Cancelled by an operator.")
+    assert isinstance(last.duration, float)  # type: ignore[attr-defined]
+
+
+@task_tool
+async def ticks() -> AsyncIterator[Any]:
+    for n in range(10_000):
+        yield f"tick {n}"
+        await anyio.sleep(0.02)
+    yield Result("never")  # pragma: no cover
+
+
+@pytest.mark.anyio
+async def test_an_unannounced_cancel_is_logged_when_the_body_writes(captured: Capture) -> None:
+    # On SQLite another process's announcement does not arrive: the runner learns of the cancel
+    # when the body's next status write finds the task ended.
+    async with serve(ticks) as (engine, _):
+        record = await engine.start(ticks, {}, owner="o")
+        await wait_for_status(engine, record.task_id, "working", owner="o")
+        written = False
+        while not written:
+            stored = await engine.store.get(record.task_id)
+            assert stored is not None
+            cancelled = stored.evolve(status="cancelled", status_message="Cancelled by an operator.")
+            written = await engine.store.replace(cancelled, expected_version=stored.version)
+        with anyio.fail_after(10):
+            while captured.events(record.task_id)[-1] != "cancelled":  # noqa: ASYNC110 (a log record)
+                await anyio.sleep(0.01)
+    assert captured.events(record.task_id) == ["created", "cancelled"]
+    assert captured.of(record.task_id)[-1].getMessage().endswith(": Cancelled by an operator.")
 
 
 @pytest.mark.anyio
@@ -154,6 +220,7 @@ def test_json_lines_carry_the_task_fields() -> None:
         "tool": "t",
         "status": "failed",
         "reason": "timeout",
+        "duration": 1.25,
     }.items():
         setattr(record, name, value)
     line = JsonFormatter().format(record)
@@ -162,6 +229,7 @@ def test_json_lines_carry_the_task_fields() -> None:
     assert data["level"] == "info" and data["logger"] == "mcptasks.tasks"
     assert data["message"] == "task X failed"
     assert (data["task_id"], data["tool"], data["status"], data["reason"]) == ("X", "t", "failed", "timeout")
+    assert data["duration"] == 1.25
     assert "code" not in data and "detail" not in data  # unset fields are left out
     assert data["time"].endswith("Z")
 

@@ -1,0 +1,42 @@
+"""`mcptasks serve --metrics-port`: the metrics endpoint (`mcptasks.metrics`) on its own port."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+
+from mcptasks._guard import hosts_for
+from mcptasks.metrics import metrics_app
+
+
+def metrics_server(extension: Any, host: str, port: int) -> Any:
+    """A `uvicorn.Server` for the metrics of `extension`'s engine at http://host:port/metrics
+    (any path answers). Made before the engine starts, so it counts every task."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the MCP server handles the signals; this one stops when it does
+
+    app = metrics_app(extension, allowed_hosts=hosts_for(host))
+    config = uvicorn.Config(
+        app, host=host, port=port, lifespan="off", log_config=None, log_level="warning", access_log=False
+    )
+    return Server(config)
+
+
+async def with_metrics(run: Callable[[], Awaitable[object]], metrics: Any) -> object:
+    """Run `run` (the MCP server), serving `metrics` (a `metrics_server`, or None) beside it."""
+    if metrics is None:
+        return await run()
+    async with anyio.create_task_group() as group:
+        group.start_soon(metrics.serve)
+        try:
+            result = await run()
+        finally:
+            metrics.should_exit = True
+    return result

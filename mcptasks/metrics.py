@@ -1,0 +1,314 @@
+"""Task metrics in the Prometheus text format: `metrics_app(server)`, or `mcptasks serve --metrics-port`.
+
+`metrics_app` installs a `TaskMetrics` observer on the engine (beside telemetry's, if any) and
+returns an ASGI app answering every GET with the metrics of `METRICS`: counters and a duration
+histogram kept by the observer, gauges read from the engine and `TaskStore.stats()` when scraped.
+No OpenTelemetry is needed. The app answers only to loopback `Host` values unless given others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from mcptasks._guard import LOOPBACK_HOSTS, HostGuard
+from mcptasks._runtime.observer import add_observer
+from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.wire import TERMINAL_STATUSES
+
+__all__ = ["CONTENT_TYPE", "DURATION_BUCKETS", "METRICS", "TaskMetrics", "metrics_app"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The content type of the Prometheus text exposition format."""
+
+DURATION_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+"""Upper bounds (s) of the `mcptasks_task_duration_seconds` buckets (plus `+Inf`)."""
+
+METRICS: dict[str, tuple[str, str]] = {
+    "mcptasks_tasks_created_total": ("counter", "Tasks created by this process, by tool."),
+    "mcptasks_tasks_completed_total": ("counter", "Tasks that completed (tool errors included), by tool."),
+    "mcptasks_tasks_tool_errors_total": ("counter", "Completed tasks whose result is a tool error, by tool."),
+    "mcptasks_tasks_failed_total": (
+        "counter",
+        "Tasks that failed, by tool and reason (the error's data.reason such as worker_lost or ttl, "
+        "else its JSON-RPC code).",
+    ),
+    "mcptasks_tasks_cancelled_total": ("counter", "Tasks cancelled, by tool."),
+    "mcptasks_task_duration_seconds": ("histogram", "Creation to final status (s), by tool and status."),
+    "mcptasks_task_requests_total": (
+        "counter",
+        "tasks/get, tasks/update, tasks/cancel served, by method and tool.",
+    ),
+    "mcptasks_tasks_running": ("gauge", "Task bodies running in this process."),
+    "mcptasks_tasks_waiting_for_input": (
+        "gauge",
+        "Tasks in input_required (as this process wrote them), by tool.",
+    ),
+    "mcptasks_listen_streams_open": (
+        "gauge",
+        "Task listen streams (subscriptions/listen) open on this process.",
+    ),
+    "mcptasks_store_tasks": ("gauge", "Unexpired records in the task store, by status."),
+    "mcptasks_store_queued": ("gauge", "Active records in the store no runner has claimed yet."),
+    "mcptasks_store_runners": ("gauge", "Runners with a live heartbeat in the store."),
+    "mcptasks_store_up": ("gauge", "1 when the store's statistics could be read for this scrape, else 0."),
+}
+"""Every metric the endpoint exposes: its type and help text."""
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def _reason(record: TaskRecord) -> str:
+    data = record.error.get("data") if record.error else None
+    if isinstance(data, dict) and isinstance(data.get("reason"), str):
+        return str(data["reason"])
+    return str(record.error.get("code", "failed")) if record.error else "failed"
+
+
+class _Histogram:
+    """Bucket counts, sum and count of one label set."""
+
+    def __init__(self) -> None:
+        self.buckets = [0] * len(DURATION_BUCKETS)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        for index, bound in enumerate(DURATION_BUCKETS):
+            if value <= bound:
+                self.buckets[index] += 1
+        self.total += value
+        self.count += 1
+
+
+class TaskMetrics:
+    """An `EngineObserver` that counts tasks in plain dicts for `metrics_app` (no OpenTelemetry)."""
+
+    follows_runs = False
+    """Bodies waiting for input may leave their task (park): nothing here follows a run."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, dict[Labels, float]] = {
+            name: {} for name, (kind, _) in METRICS.items() if kind == "counter"
+        }
+        self.waiting: dict[str, int] = {}
+        """Tasks in input_required by tool, from the transitions this process wrote."""
+        self.durations: dict[Labels, _Histogram] = {}
+
+    def _add(self, name: str, labels: Labels, amount: float = 1) -> None:
+        values = self.counters[name]
+        values[labels] = values.get(labels, 0) + amount
+
+    def _wait(self, tool: str, amount: int) -> None:
+        self.waiting[tool] = max(0, self.waiting.get(tool, 0) + amount)
+
+    # -- EngineObserver ------------------------------------------------------------------------
+
+    def wrap_store(self, store: TaskStore) -> TaskStore:
+        """The store itself (nothing is timed)."""
+        return store
+
+    def creating(self, record: TaskRecord) -> None:
+        """Nothing."""
+
+    def created(self, record: TaskRecord) -> None:
+        """Count the task."""
+        self._add("mcptasks_tasks_created_total", (("tool", record.tool),))
+        if record.status == "input_required":
+            self._wait(record.tool, 1)
+
+    @contextmanager
+    def executing(self, record: TaskRecord) -> Iterator[object]:
+        """Nothing around the body (the engine counts its running bodies)."""
+        yield None
+
+    def settled(self, task_id: str) -> None:
+        """Nothing."""
+
+    def changed(self, before: TaskRecord, after: TaskRecord) -> None:
+        """Input waits, and the final status with the task's duration."""
+        if before.status != after.status:
+            if before.status == "input_required":
+                self._wait(after.tool, -1)
+            if after.status == "input_required":
+                self._wait(after.tool, 1)
+        if after.status not in TERMINAL_STATUSES or before.status in TERMINAL_STATUSES:
+            return
+        tool = (("tool", after.tool),)
+        if after.status == "completed":
+            self._add("mcptasks_tasks_completed_total", tool)
+            if after.result and after.result.get("isError") is True:
+                self._add("mcptasks_tasks_tool_errors_total", tool)
+        elif after.status == "failed":
+            self._add("mcptasks_tasks_failed_total", (*tool, ("reason", _reason(after))))
+        else:
+            self._add("mcptasks_tasks_cancelled_total", tool)
+        key = (*tool, ("status", after.status))
+        histogram = self.durations.get(key) or self.durations.setdefault(key, _Histogram())
+        histogram.observe(max(0.0, after.updated_at - after.created_at))
+
+    def claimed(self, record: TaskRecord) -> None:
+        """Nothing."""
+
+    def requested(self, method: str, record: TaskRecord) -> None:
+        """Count the request."""
+        self._add("mcptasks_task_requests_total", (("method", method), ("tool", record.tool)))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _sample(name: str, labels: Labels, value: float) -> str:
+    shown = ",".join(f'{key}="{_escape(text)}"' for key, text in labels)
+    number = repr(float(value)) if value != int(value) else str(int(value))
+    return f"{name}{{{shown}}} {number}" if shown else f"{name} {number}"
+
+
+def _header(name: str) -> list[str]:
+    kind, text = METRICS[name]
+    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+
+
+class _Exposition:
+    """What one scrape shows for an engine (and its listen streams)."""
+
+    def __init__(self, engine: Any, metrics: TaskMetrics, push: Any) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.push = push
+
+    def _histogram(self) -> list[str]:
+        name = "mcptasks_task_duration_seconds"
+        lines = _header(name)
+        for labels, histogram in sorted(self.metrics.durations.items()):
+            for bound, count in zip(DURATION_BUCKETS, histogram.buckets, strict=True):
+                lines.append(_sample(f"{name}_bucket", (*labels, ("le", repr(bound))), count))
+            lines.append(_sample(f"{name}_bucket", (*labels, ("le", "+Inf")), histogram.count))
+            lines.append(_sample(f"{name}_sum", labels, histogram.total))
+            lines.append(_sample(f"{name}_count", labels, histogram.count))
+        return lines
+
+    async def _store(self) -> list[str]:
+        try:
+            stats = await self.engine.store.stats()
+        except Exception:
+            return [*_header("mcptasks_store_up"), _sample("mcptasks_store_up", (), 0)]
+        lines = _header("mcptasks_store_tasks")
+        lines += [
+            _sample("mcptasks_store_tasks", (("status", s),), n) for s, n in sorted(stats.by_status.items())
+        ]
+        lines += [*_header("mcptasks_store_queued"), _sample("mcptasks_store_queued", (), stats.queued)]
+        lines += [
+            *_header("mcptasks_store_runners"),
+            _sample("mcptasks_store_runners", (), len(stats.runners)),
+        ]
+        return [*lines, *_header("mcptasks_store_up"), _sample("mcptasks_store_up", (), 1)]
+
+    async def text(self) -> str:
+        """The whole exposition."""
+        lines: list[str] = []
+        for name, values in self.metrics.counters.items():
+            lines += _header(name)
+            lines += [_sample(name, labels, value) for labels, value in sorted(values.items())]
+        lines += self._histogram()
+        lines += [
+            *_header("mcptasks_tasks_running"),
+            _sample("mcptasks_tasks_running", (), self.engine.active_runs),
+        ]
+        lines += _header("mcptasks_tasks_waiting_for_input")
+        lines += [
+            _sample("mcptasks_tasks_waiting_for_input", (("tool", tool),), count)
+            for tool, count in sorted(self.metrics.waiting.items())
+        ]
+        streams = self.push.open_streams if self.push is not None else 0
+        lines += [
+            *_header("mcptasks_listen_streams_open"),
+            _sample("mcptasks_listen_streams_open", (), streams),
+        ]
+        if self.engine.running:
+            lines += await self._store()
+        return "\n".join(lines) + "\n"
+
+
+class _MetricsApp:
+    """The ASGI app behind the Host guard: the exposition on every GET or HEAD."""
+
+    def __init__(self, exposition: _Exposition) -> None:
+        self.exposition = exposition
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            status, body, kind = 405, b"only GET and HEAD\n", "text/plain; charset=utf-8"
+        else:
+            status, body, kind = 200, (await self.exposition.text()).encode(), CONTENT_TYPE
+        headers = [
+            (b"content-type", kind.encode()),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"),
+            (b"x-content-type-options", b"nosniff"),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _metrics_of(engine: Any) -> TaskMetrics:
+    """The engine's `TaskMetrics`, installed beside its other observers when it has none yet."""
+    observer = engine.observer
+    for found in (*getattr(observer, "observers", ()), observer):
+        if isinstance(found, TaskMetrics):
+            return found
+    metrics = TaskMetrics()
+    engine.observer = add_observer(observer, metrics)
+    return metrics
+
+
+def metrics_app(
+    target: Any,
+    *,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+) -> Any:
+    """An ASGI app serving the task metrics of a `TaskServer`, `TasksExtension` or `TaskEngine`
+    in the Prometheus text format, on any path (route it at `/metrics`).
+
+    Call it before the server starts, so every task is counted. `allowed_hosts`: the `Host`
+    values it answers to (`name` or `name:*`; default the loopback names on any port); others
+    get 421, a foreign `Origin` 403.
+    """
+    extension = getattr(target, "extension", target)
+    engine = getattr(extension, "engine", target)
+    if not hasattr(engine, "observer") or not hasattr(engine, "active_runs"):
+        raise TypeError(
+            f"no metrics for {type(target).__name__}: not a TaskServer, TasksExtension or TaskEngine"
+        )
+    if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
+        raise ValueError("allowed_hosts and allowed_origins are sequences of strings, not one string")
+    hosts = list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
+    if not hosts:
+        raise ValueError("allowed_hosts needs at least one host")
+    exposition = _Exposition(engine, _metrics_of(engine), getattr(extension, "push", None))
+    setting = "mcptasks serve --metrics-host NAME, or metrics_app(allowed_hosts=...)"
+    return HostGuard(
+        _MetricsApp(exposition),
+        allowed_hosts=hosts,
+        allowed_origins=list(allowed_origins),
+        name="metrics endpoint",
+        setting=setting,
+    )
