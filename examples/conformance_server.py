@@ -2,7 +2,9 @@
 
 Run it:  mcptasks serve examples/conformance_server.py --transport http --port 8000
 It doubles as a feature tour: a plain tool, a cancellable long task, a tool error, a protocol
-error, elicitation, several inputs at once, and input gathered before the task exists.
+error, elicitation, several inputs at once, and input gathered before the task exists. The tools
+that wait for people are durable (`durable=True`): with a persistent store (`--store
+sqlite:///tasks.db`) their questions survive a restart of the server, under the same keys.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class Confirm(BaseModel):
     confirm: bool = Field(description="Delete the file?")
 
 
-@app.task_tool(poll_interval=0.2)
+@app.task_tool(poll_interval=0.2, durable=True)
 async def confirm_delete(filename: str):
     """Ask the user before deleting `filename`."""
     answer = yield Elicit(f"Delete {filename}?", schema=Confirm)
@@ -70,7 +72,7 @@ class Name(BaseModel):
     name: str
 
 
-@app.task_tool(poll_interval=0.2)
+@app.task_tool(poll_interval=0.2, durable=True)
 async def multi_input():
     """Ask two questions at once; finish when both are answered (in any order)."""
     name, go = yield Inputs(Elicit("Your name?", schema=Name), Elicit("Go ahead?", schema=Confirm))
@@ -79,7 +81,7 @@ async def multi_input():
     yield Result(f"{who} says {decision}")
 
 
-@app.task_tool(task_support="required", poll_interval=0.2, input_before_task=True)
+@app.task_tool(task_support="required", poll_interval=0.2, input_before_task=True, durable=True)
 async def test_tool_with_task():
     """Ask for a name on the call itself (before the task exists), then greet in a task."""
     answer = yield Elicit("What is your name?", schema=Name, key="user_name", before_task=True)

@@ -54,10 +54,28 @@ async def run_pipeline(kind: str = "test"):
     yield Result(None)  # pragma: no cover
 
 
+APPROVAL = {
+    "type": "object",
+    "properties": {
+        "approver": {"type": "string", "title": "Approver", "description": "who signs off"},
+        "window": {"type": "string", "enum": ["now", "tonight"], "default": "tonight"},
+        "canary_percent": {"type": "integer", "minimum": 1, "maximum": 100},
+    },
+    "required": ["approver", "window"],
+}
+
+
 @task_tool
-async def deploy(env: str = "prod"):
-    """A deployment that asks first."""
-    ok = yield Elicit(f"Deploy build 1842 to {env}?")
+async def deploy(env: str = "prod", build: int = 1842, api_token: str = ""):
+    """A deployment that asks first (its token argument shows redacted)."""
+    for step in (
+        f"fetching build {build}",
+        "verifying image signature",
+        f"waiting for approval to deploy to {env}",
+    ):
+        yield step
+        await anyio.sleep(0.3)  # status writes are coalesced; let each one land
+    ok = yield Elicit(f"Deploy build {build} to {env}?", APPROVAL)
     yield Result(f"deployed: {ok}")
 
 
@@ -135,7 +153,7 @@ async def main(out: Path, chromium: str) -> None:
             for tool, arguments in [
                 (run_pipeline, {"kind": "test"}),
                 (run_pipeline, {"kind": "build"}),
-                (deploy, {"env": "prod"}),
+                (deploy, {"env": "prod", "build": 1842, "api_token": "tok-3f9a"}),
                 (migrate, {}),
                 (report, {}),
             ]:
@@ -148,7 +166,9 @@ async def main(out: Path, chromium: str) -> None:
                     waiting = next((r for r in active if r.status == "input_required"), None)
                     await anyio.sleep(0.05)
             port = free_port()
-            app = dashboard_app(engine.store, token="screenshot", title="ci-runner tasks")
+            app = dashboard_app(
+                engine.store, token="screenshot", title="ci-runner tasks", redact_arguments=["api_token"]
+            )
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(server.serve)
@@ -161,7 +181,7 @@ async def main(out: Path, chromium: str) -> None:
                 profile = Path(scratch) / "profile"
                 await screenshot(chromium, base, out / "dashboard.png", profile, 1180)
                 await screenshot(
-                    chromium, f"{base}tasks/{waiting.task_id}", out / "dashboard-task.png", profile, 1000
+                    chromium, f"{base}tasks/{waiting.task_id}", out / "dashboard-task.png", profile, 1320
                 )
                 server.should_exit = True
 

@@ -1,34 +1,46 @@
-"""A CI job runner done properly: real subprocesses, live status, approval, clean cancellation.
+"""A CI job runner done properly: real subprocesses, live status, a durable approval, clean cancellation.
 
 Run it:
 
     mcptasks serve examples/job_runner.py --transport http --port 8000   # Streamable HTTP
     python examples/job_runner.py                                         # stdio
-    MCPTASKS_STORE=sqlite:///job_runner.db mcptasks serve examples/job_runner.py   # durable tasks
+    mcptasks serve examples/job_runner.py --transport http --port 8000 --store sqlite:///job_runner.db
 
 One task tool, `run_pipeline(kind)`, shows the whole Tasks extension at work:
 
-1. Every step of the pipeline runs as a real subprocess in its own process group
+1. Every command of the pipeline runs as a real subprocess in its own process group
    (`start_new_session=True`); stdout and stderr are merged and read line by line.
-2. The latest output line becomes the task's `statusMessage` (`yield "text"`), written at most
-   every `STATUS_INTERVAL` seconds and only when it changed, so a chatty build does not hammer the
-   task store.
-3. A step that exits nonzero ends the task with a tool error (`isError: true`) carrying the tail of
-   the output: the task itself is `completed` (a tool error is not a task failure).
-4. When every step passed, the task asks for approval (`yield Elicit(..., schema=Approval)`; the
+2. The latest output line becomes the task's `statusMessage` (`await ctx.status(...)`), written at
+   most every `STATUS_INTERVAL` seconds and only when it changed, so a chatty build does not hammer
+   the task store.
+3. A command that exits nonzero ends the task with a tool error (`isError: true`) carrying the tail
+   of the output: the task itself is `completed` (a tool error is not a task failure).
+4. When every command passed, the task asks for approval (`yield Elicit(..., schema=Approval)`; the
    task is `input_required` until the client answers through `tasks/update`) and runs the
-   `publish` steps only if the user said yes. A client that did not declare `elicitation` is
+   `publish` commands only if the user said yes. A client that did not declare `elicitation` is
    never asked: the answer is `Unsupported`, and the pipeline ends without publishing.
 5. It ends with a structured result (`PipelineReport`: exit code, duration, the last
    `TAIL_LINES` lines of output, whether it published).
-6. `tasks/cancel` (or a server shutdown, or the task's TTL) cancels the body at its current
-   `await`; the step's `finally:` then sends SIGTERM to the whole process group, waits
-   `KILL_GRACE_SECONDS`, and sends SIGKILL, so no grandchild outlives the task.
-7. The tool is declared `replay_safe=False`: its steps must never run twice for one call. Called
-   without the tasks extension by a client that can answer elicitations, it runs inline and the
-   approval question becomes an `input_required` round; the body waits for the retry in this
-   process. A retry that cannot reach it (another replica, a restart) is refused with -32021
-   (call it as a task) instead of running the steps again.
+6. `tasks/cancel` (or a server shutdown, which then hands the task over: see 7) cancels the body
+   at its current `await`; the running command's `async with` then sends SIGTERM to the whole
+   process group, waits `KILL_GRACE_SECONDS`, and sends SIGKILL, so no grandchild outlives the
+   run.
+7. The tool is durable (`durable=True`): each command runs as a step (`ctx.step(run_command, ...)`),
+   whose small JSON report (exit code, duration, output tail) is journalled with the task before
+   the body goes on, and the approval question is journalled too. With a persistent store
+   (`--store sqlite:///job_runner.db`, Redis, PostgreSQL), stopping the server (Ctrl-C, SIGTERM, a
+   rolling deploy) while the task waits for approval keeps the task: the next start, or another
+   replica, replays the body from its journal without running the finished commands again and
+   asks the same question under the same `inputRequests` key, so the client's answer is accepted
+   after the restart. A command interrupted while it ran (the server stopped mid-build) runs
+   again from its start: steps run at least once, so make real commands safe to repeat. Time is
+   read with `await ctx.now()` and the command list is read in a step too, so a replay sees the
+   pipeline the first run saw. On the default `memory://` store the tasks end with the process.
+8. The tool is declared `replay_safe=False`: its commands must never run twice for one call.
+   Called without the tasks extension by a client that can answer elicitations, it runs inline,
+   where there is no journal: the approval question becomes an `input_required` round, and the
+   body waits for the retry in this process. A retry that cannot reach it (another replica, a
+   restart) is refused with -32021 (call it as a task) instead of running the commands again.
 
 Pipelines
 ---------
@@ -36,8 +48,9 @@ Pipelines
 commands. A command is an argv list (run directly) or a string (run by the system shell). The
 defaults are slow on purpose (a few seconds of printing) so you can watch the status move.
 
-Override any of them with an environment variable holding a JSON list of commands, read at call
-time (so a running server picks up a change on the next call):
+Override any of them with an environment variable holding a JSON list of commands, read when the
+pipeline starts (so a running server picks up a change on the next call; a task replayed after a
+restart keeps the commands it started with):
 
     JOB_RUNNER_STEPS_TEST='["pytest -q", ["ruff", "check", "."]]'
     JOB_RUNNER_STEPS_BUILD='["python -m build"]'
@@ -59,15 +72,24 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Literal
+from typing import Literal, TypedDict
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
-from mcptasks import Accepted, Answer, Delegate, Elicit, Result, TaskServer, ToolError, Unsupported, Yields
+from mcptasks import (
+    Accepted,
+    Answer,
+    Elicit,
+    Result,
+    TaskContext,
+    TaskServer,
+    ToolError,
+    Unsupported,
+    Yields,
+)
 
 Kind = Literal["test", "build"]
 Command = str | list[str]
@@ -137,7 +159,7 @@ class Approval(BaseModel):
 
 
 class StepReport(BaseModel):
-    """One finished step."""
+    """One finished command (in the result: its tail is in `PipelineReport.output_tail`)."""
 
     command: str
     exit_code: int
@@ -188,13 +210,13 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
         os.killpg(pgid, signum)
 
 
-class Step:
+class CommandRun:
     """One command running in its own process group; `async with` guarantees the group is gone.
 
-        async with Step(command, tail) as step:
-            while (line := await step.next_status()) is not None:
+        async with CommandRun(command, tail) as run:
+            while (line := await run.next_status()) is not None:
                 ...                          # publish `line`
-            exit_code = await step.wait()
+            exit_code = await run.wait()
 
     Every output line is appended to `tail`; `next_status()` returns the newest line at most
     every `interval` seconds, and only when a new line arrived since the last one it returned.
@@ -211,7 +233,7 @@ class Step:
         self._next_report = 0.0
         self._eof = False
 
-    async def __aenter__(self) -> Step:
+    async def __aenter__(self) -> CommandRun:
         try:
             self._process = await anyio.open_process(
                 self.command,
@@ -292,25 +314,52 @@ def _shorten(line: str) -> str:
     return line if len(line) <= STATUS_MAX_CHARS else line[: STATUS_MAX_CHARS - 1] + "…"
 
 
-async def _run_steps(pipeline: str, tail: deque[str], reports: list[StepReport]) -> AsyncGenerator[str, None]:
-    """Run the steps of `pipeline` in order, yielding status lines.
+class CommandReport(TypedDict):
+    """What the step of one command returns (and the journal keeps): small, plain JSON."""
 
-    The first step that exits nonzero raises `ToolError` with the output tail: the task ends
-    `completed` with `isError: true`.
+    command: str
+    exit_code: int
+    duration_s: float
+    tail: list[str]
+    """The command line (`$ ...`) and the last `TAIL_LINES` lines of its output."""
+
+
+async def run_command(ctx: TaskContext, prefix: str, command: Command) -> CommandReport:
+    """Run `command` to its end, reporting its latest output line as the task's status.
+
+    The step of a durable body: its report is journalled once it returns, so a replay of the body
+    does not run the command again. The process group is gone when this returns or raises.
     """
-    commands = steps_for(pipeline)
+    tail: deque[str] = deque([f"$ {describe(command)}"], maxlen=TAIL_LINES)
+    await ctx.status(f"{prefix}: $ {describe(command)}")
+    started = time.monotonic()  # inside the step: its duration is journalled with its report
+    async with CommandRun(command, tail) as run:
+        while (line := await run.next_status()) is not None:
+            await ctx.status(f"{prefix}: {_shorten(line)}")
+        exit_code = await run.wait()
+    return CommandReport(
+        command=describe(command), exit_code=exit_code, duration_s=_since(started), tail=list(tail)
+    )
+
+
+async def _run_steps(ctx: TaskContext, pipeline: str, tail: deque[str], reports: list[StepReport]) -> None:
+    """Run the commands of `pipeline` in order, one step each.
+
+    The first command that exits nonzero raises `ToolError` with the output tail (decided from
+    the step's journalled report, so a replay raises the same error): the task ends `completed`
+    with `isError: true`.
+    """
+    commands: list[Command] = await ctx.step(steps_for, pipeline)  # a replay runs the same list
     for number, command in enumerate(commands, 1):
-        prefix = f"{pipeline} {number}/{len(commands)}"
-        tail.append(f"$ {describe(command)}")
-        yield f"{prefix}: $ {describe(command)}"
-        started = time.monotonic()
-        async with Step(command, tail) as step:
-            while (line := await step.next_status()) is not None:
-                yield f"{prefix}: {_shorten(line)}"
-            exit_code = await step.wait()
-        report = StepReport(command=describe(command), exit_code=exit_code, duration_s=_since(started))
+        done: CommandReport = await ctx.step(
+            run_command, ctx, f"{pipeline} {number}/{len(commands)}", command
+        )
+        tail.extend(done["tail"])
+        report = StepReport(
+            command=done["command"], exit_code=done["exit_code"], duration_s=done["duration_s"]
+        )
         reports.append(report)
-        if exit_code != 0:
+        if report.exit_code != 0:
             raise _failure(pipeline, report, tail)
 
 
@@ -328,9 +377,10 @@ def _failure(pipeline: str, report: StepReport, tail: deque[str]) -> ToolError:
     return ToolError(f"{pipeline} step `{report.command}` {how}. Last output:\n{lines}")
 
 
-@app.task_tool(poll_interval=0.5, ttl=3600, replay_safe=False)
+@app.task_tool(durable=True, poll_interval=0.5, ttl=3600, replay_safe=False)
 async def run_pipeline(
     kind: Kind,
+    ctx: TaskContext,
 ) -> Yields:
     """Run the CI pipeline `kind` (test or build), then publish its artifacts if the user approves.
 
@@ -338,22 +388,20 @@ async def run_pipeline(
     tool error carrying the last lines of output.
     """
     yield f"starting the {kind} pipeline"
-    started = time.monotonic()
+    started = await ctx.now()  # journalled: a replay measures from the same start
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     reports: list[StepReport] = []
 
-    # `Delegate` runs the helper generator as part of this body: its status lines are published,
-    # and if the task is cancelled the helper is closed at once, so its process group is killed
-    # now, not whenever the garbage collector gets to it.
-    yield Delegate(_run_steps(kind, tail, reports))
+    await _run_steps(ctx, kind, tail, reports)
 
-    yield f"{kind} passed ({len(reports)} steps, {_since(started):.1f} s); waiting for approval to publish"
+    seconds = await ctx.now() - started
+    yield f"{kind} passed ({len(reports)} steps, {seconds:.1f} s); waiting for approval to publish"
     answer: Answer[Approval] = yield Elicit(
-        f"The {kind} pipeline passed in {_since(started):.1f} s. Publish the artifacts?", schema=Approval
+        f"The {kind} pipeline passed in {seconds:.1f} s. Publish the artifacts?", schema=Approval
     )
     published = isinstance(answer, Accepted) and answer.data.publish
     if published:
-        yield Delegate(_run_steps("publish", tail, reports))
+        await _run_steps(ctx, "publish", tail, reports)
     elif isinstance(answer, Unsupported):
         yield "publishing skipped: this client cannot answer the approval question"
     else:
@@ -363,7 +411,7 @@ async def run_pipeline(
         PipelineReport(
             kind=kind,
             exit_code=0,  # a nonzero exit has ended the task with a tool error already
-            duration_s=_since(started),
+            duration_s=round(await ctx.now() - started, 3),
             published=published,
             steps=reports,
             output_tail=list(tail),

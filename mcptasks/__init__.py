@@ -28,6 +28,8 @@ _PUBLIC: dict[str, str] = {
     "Answer": "mcptasks._authoring.yields",
     "Yields": "mcptasks._authoring.yields",
     "Delegate": "mcptasks._authoring.yields",
+    "Step": "mcptasks._authoring.steps",
+    "StepFailed": "mcptasks._authoring.steps",
     "ToolError": "mcptasks.errors",
     "ProtocolError": "mcptasks.errors",
     "MCPTasksError": "mcptasks.errors",
@@ -59,6 +61,8 @@ _PUBLIC: dict[str, str] = {
     "InputCapability": "mcptasks._authoring.capabilities",
     "InvalidValue": "mcptasks._authoring.values",
     "CancelRequested": "mcptasks._authoring.threaded",
+    "JournalDiverged": "mcptasks._authoring.steps",
+    "JournalFull": "mcptasks._authoring.steps",
     "BodyChannel": "mcptasks._authoring.context",
     "MAX_CHECKPOINT_BYTES": "mcptasks._authoring.context",
     # -- running, advanced -------------------------------------------------------------------
@@ -78,6 +82,7 @@ _PUBLIC: dict[str, str] = {
     "TaskStore": "mcptasks.stores.base",
     "TaskRecord": "mcptasks.stores.base",
     "TaskExists": "mcptasks.stores.base",
+    "KeepsJournal": "mcptasks.stores.base",
     "TaskQuery": "mcptasks.stores.admin",
     "TaskPage": "mcptasks.stores.admin",
     "TaskStats": "mcptasks.stores.admin",
@@ -124,6 +129,10 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._authoring.context import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
     from mcptasks._authoring.context import BodyChannel as BodyChannel
     from mcptasks._authoring.context import TaskContext as TaskContext
+    from mcptasks._authoring.steps import JournalDiverged as JournalDiverged
+    from mcptasks._authoring.steps import JournalFull as JournalFull
+    from mcptasks._authoring.steps import Step as Step
+    from mcptasks._authoring.steps import StepFailed as StepFailed
     from mcptasks._authoring.threaded import CancelRequested as CancelRequested
     from mcptasks._authoring.tool import FallbackMode as FallbackMode
     from mcptasks._authoring.tool import InvalidArguments as InvalidArguments
@@ -188,6 +197,7 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks.stores.admin import TaskPage as TaskPage
     from mcptasks.stores.admin import TaskQuery as TaskQuery
     from mcptasks.stores.admin import TaskStats as TaskStats
+    from mcptasks.stores.base import KeepsJournal as KeepsJournal
     from mcptasks.stores.base import SchemaVersionError as SchemaVersionError
     from mcptasks.stores.base import TaskExists as TaskExists
     from mcptasks.stores.base import TaskRecord as TaskRecord

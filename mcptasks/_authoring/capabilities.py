@@ -11,10 +11,11 @@ applies the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from mcptasks._authoring.context import BodyChannel
+from mcptasks._authoring.context import BodyChannel, run_step
+from mcptasks._authoring.steps import Step
 from mcptasks._authoring.yields import InputRequest, Unsupported
 from mcptasks.errors import ProtocolError
 from mcptasks.wire import MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -115,6 +116,10 @@ class GatedChannel:
     async def set_status(self, message: str) -> None:
         """Passed through."""
         await self.inner.set_status(message)
+
+    def step(self, step: Step) -> Awaitable[Any]:
+        """Passed through (to the inner channel's journal, when it keeps one)."""
+        return run_step(self.inner, step)
 
     def ask(self, requests: Sequence[InputRequest]) -> Coroutine[Any, Any, list[Any]]:
         """Ask the inner channel for the supported requests; `Unsupported` for the others.

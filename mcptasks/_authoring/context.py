@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar, overload
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
 
+from mcptasks._authoring import steps
+from mcptasks._authoring.steps import Step
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.yields import (
     Answer,
@@ -20,6 +22,8 @@ from mcptasks._authoring.yields import (
 )
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 MAX_CHECKPOINT_BYTES = 64 * 1024
 """The largest checkpoint (as compact JSON) a body may save: it is for job ids and cursors, not data."""
@@ -65,7 +69,15 @@ class BodyChannel(Protocol):
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue `requests` together and return their parsed answers, in order."""
 
-    # Optional: a `cancelled` attribute (bool), read by `TaskContext.cancelled`.
+    # Optional: a `cancelled` attribute (bool), read by `TaskContext.cancelled`; a coroutine
+    # method `step(step: Step) -> Any` that runs a step against the task's journal (without
+    # one, steps run unjournalled: see `run_step`).
+
+
+def run_step(channel: BodyChannel, step: Step) -> Awaitable[Any]:
+    """Run `step` through `channel`'s journal when it keeps one, else just run it."""
+    journalled: Callable[[Step], Awaitable[Any]] | None = getattr(channel, "step", None)
+    return journalled(step) if journalled is not None else steps.unjournalled(step)
 
 
 class TaskContext:
@@ -118,6 +130,36 @@ class TaskContext:
         `state` is not plain JSON or is larger than `MAX_CHECKPOINT_BYTES`; nothing is saved then.
         """
         await self._channel.save(checked_state(state))
+
+    @overload
+    async def step(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    async def step(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    async def step(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once, as a step of a durable body, and return its value.
+
+        `fn` is sync (it runs in a worker thread) or async. Its value (plain JSON) is journalled
+        with the task before this returns; when the body is replayed (`durable=True`: its server
+        stopped, crashed or handed it over) the step returns the journalled value without calling
+        `fn`. If `fn` raises, `StepFailed` (naming the exception's type and message) is raised,
+        now and on every replay (a `ToolError` or `ProtocolError` is raised as itself). A step interrupted before its value was journalled runs again:
+        steps run at least once, so make them idempotent where you can. The value comes back as
+        JSON reads it (tuples become lists). Without a journal (an inline call, a tool that is
+        not durable) the step simply runs.
+        """
+        return await run_step(self._channel, Step(fn, *args, **kwargs))
+
+    async def now(self) -> float:
+        """The current time (epoch seconds), journalled: a replay sees the time the first run saw."""
+        value: float = await run_step(self._channel, Step(steps.now))
+        return value
+
+    async def random(self) -> float:
+        """A random float in [0, 1), journalled: a replay gets the same number."""
+        value: float = await run_step(self._channel, Step(steps.random))
+        return value
 
     def _rebind(self, channel: BodyChannel) -> None:
         self._channel = channel

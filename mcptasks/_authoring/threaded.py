@@ -56,15 +56,22 @@ class ThreadShare:
         self.pool = pool
         self.own = own
 
-    async def run_sync(self, function: Callable[..., Any], *args: Any) -> Any:
-        """Call `function(*args)` in a worker thread once both bounds have room."""
+    async def run_sync(
+        self, function: Callable[..., Any], *args: Any, abandon_on_cancel: bool = False
+    ) -> Any:
+        """Call `function(*args)` in a worker thread once both bounds have room (with
+        `abandon_on_cancel`, a cancellation returns at once and leaves the thread to finish)."""
         own = self.own
         if own is None:
-            return await anyio.to_thread.run_sync(function, *args, limiter=self.pool)
+            return await anyio.to_thread.run_sync(
+                function, *args, limiter=self.pool, abandon_on_cancel=abandon_on_cancel
+            )
         borrower = object()  # not the task: one task may step bodies of one owner in turn
         await own.acquire_on_behalf_of(borrower)
         try:
-            return await anyio.to_thread.run_sync(function, *args, limiter=self.pool)
+            return await anyio.to_thread.run_sync(
+                function, *args, limiter=self.pool, abandon_on_cancel=abandon_on_cancel
+            )
         finally:
             own.release_on_behalf_of(borrower)
 

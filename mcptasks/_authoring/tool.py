@@ -90,6 +90,8 @@ class TaskTool(Generic[P, R]):
     arguments_model: type[BaseModel] | None = field(default=None, repr=False)
     retry_on_crash: bool = False
     max_attempts: int = 1
+    durable: bool = False
+    """Replay the body from its journal of steps and answers when its run is lost or handed over."""
     input_before_task: bool = False
     fallback: FallbackMode | None = None
     required_capabilities: tuple[InputCapability, ...] = ()
@@ -183,6 +185,13 @@ class TaskToolOptions(TypedDict, total=False):
       None (default) follows the server's setting. See `mcptasks._runtime.fallback`.
     - `retry_on_crash`: re-run the body from the start on another replica when the one running it
       is lost (only for idempotent tools); `max_attempts` bounds the runs (default 3).
+    - `durable`: the body survives its server: when the run is lost (a crash, a lost lease) or
+      handed over (a graceful shutdown, a rolling deploy), another run replays it from the top
+      from its journal: steps (`ctx.step`, `Step`) return their recorded values without running
+      again, answered questions get their recorded answers, and the question still open is
+      asked again under the same key. Needs a persistent store to survive a restart (on
+      `memory://` it only survives within the process). `max_attempts` (default 3) bounds the
+      runs a crash may start; hand-overs do not count.
     - `required_capabilities`: client capabilities (`"elicitation"`, `"sampling"`, `"roots"`) the
       tool cannot work without: a call whose request does not declare them gets -32021 naming
       them before any work (except in the fallback `"tools"` mode, where the model answers).
@@ -204,6 +213,7 @@ class TaskToolOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
     retry_on_crash: bool
     max_attempts: int
+    durable: bool
     input_before_task: bool
     fallback: FallbackMode | None
     required_capabilities: Sequence[InputCapability]
@@ -303,6 +313,7 @@ def _build(fn: Callable[P, R], options: TaskToolOptions) -> TaskTool[P, R]:
     model, schema, context_parameter = _arguments(fn, name)
     description = options.get("description")
     retry_on_crash = bool(options.get("retry_on_crash", False))
+    durable = bool(options.get("durable", False))
     annotations = options.get("annotations")
     return TaskTool(
         fn=fn,
@@ -323,7 +334,8 @@ def _build(fn: Callable[P, R], options: TaskToolOptions) -> TaskTool[P, R]:
         context_parameter=context_parameter,
         arguments_model=model,
         retry_on_crash=retry_on_crash,
-        max_attempts=options.get("max_attempts", 3) if retry_on_crash else 1,
+        max_attempts=options.get("max_attempts", 3) if retry_on_crash or durable else 1,
+        durable=durable,
         input_before_task=bool(options.get("input_before_task", False)),
         fallback=fallback,
         required_capabilities=required,

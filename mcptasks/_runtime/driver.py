@@ -17,8 +17,9 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.lowlevel
 
-from mcptasks._authoring.context import BodyChannel
+from mcptasks._authoring.context import BodyChannel, run_step
 from mcptasks._authoring.results import error_result, to_call_tool_result
+from mcptasks._authoring.steps import Step
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
@@ -198,6 +199,8 @@ async def _handle(
     if message is not None:
         await channel.set_status(message)
         return None
+    if isinstance(item, Step):
+        return await run_step(channel, item)
     if isinstance(item, Delegate):
         return await drive_generator(item.helper, channel, label=label, outermost=False)
     if isinstance(item, Parked):  # a parked body resumed: its question is still open
@@ -219,7 +222,7 @@ async def _handle(
             question.body, question.single = body, single
             raise
     raise UnsupportedYield(
-        "a task body may yield str, Status, an input request, Inputs, Delegate or Result; "
+        "a task body may yield str, Status, an input request, Inputs, Step, Delegate or Result; "
         f"got {type(item).__name__}"
     )
 

@@ -25,6 +25,7 @@ from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.results import error_result
 from mcptasks._authoring.threaded import OwnerThreads, ThreadShare
 from mcptasks._authoring.tool import TaskTool
+from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.config import PollLimit as PollLimit
 from mcptasks._runtime.driver import (
@@ -46,6 +47,7 @@ from mcptasks._runtime.driver import (
 from mcptasks._runtime.feed import follow
 from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
+from mcptasks._runtime.journal import Journal
 from mcptasks._runtime.limits import Limits, TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver, follows_runs
@@ -53,12 +55,18 @@ from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_p
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
 from mcptasks._runtime.retention import Retention
-from mcptasks._runtime.run import TaskRun, retained
+from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound, ToolError
-from mcptasks.stores.base import CHANGED_PREFIX, TaskExists, TaskRecord, TaskStore, combined_replace
+from mcptasks.stores.base import (
+    CHANGED_PREFIX,
+    KeepsJournal,
+    TaskExists,
+    TaskRecord,
+    TaskStore,
+)
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -201,6 +209,8 @@ class TaskEngine:
         """Set when the first write of a deferred record is over (stored, or failed and put back)."""
         self._unwritten: set[str] = set()
         """Tasks answered with their immediate result while their end is still being recorded."""
+        self._unjournalled: set[str] = set()
+        """Durable tools already warned about: the store keeps no journal."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -613,6 +623,7 @@ class TaskEngine:
         if run_here:
             self._check_room(owner)
             run = self._add_run(TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name))
+            run.journal = self._journal(tool, record.task_id)
         if self.observer is not None:
             self.observer.creating(record)
         if defer and run is not None and prepared is None and idempotency_key is None:
@@ -868,8 +879,56 @@ class TaskEngine:
                 await self._finish(record.task_id, Outcome("completed", result=error_result(str(exc))))
                 continue
             run = self._runs[record.task_id]
+            if tool.durable and not await self._replay(run, tool):
+                continue
             task_group.start_soon(self._execute, tool, args, run, record.owner, None, name=BODY_TASK_NAME)
         return len(claimed)
+
+    def _journal(self, tool: TaskTool, task_id: str, entries: list[str] | None = None) -> Journal | None:
+        """A journal for a run of `tool` (None: it is not durable, or the store keeps none)."""
+        if not tool.durable:
+            return None
+        store = self.store
+        if not isinstance(store, KeepsJournal):
+            if tool.name not in self._unjournalled:
+                self._unjournalled.add(tool.name)
+                logger.warning(
+                    "task tool %r is durable, but the task store %r keeps no journal "
+                    "(append_journal/read_journal): its body re-runs from the top when its run is lost",
+                    tool.name,
+                    store,
+                )
+            return None
+        return Journal(store, task_id, tool.name, self.limits, entries)
+
+    async def _replay(self, run: TaskRun, tool: TaskTool) -> bool:
+        """Read the journal a claimed durable run replays from; False when the store failed
+        (the task is released for a later claim)."""
+        store = self.store
+        if not isinstance(store, KeepsJournal):
+            run.journal = self._journal(tool, run.task_id)
+            return True
+        try:
+            entries = await self.store_retry.run(
+                partial(store.read_journal, run.task_id),
+                permanent=self.permanent_errors,
+                what=f"reading the journal of task {run.task_id}",
+            )
+        except Exception as exc:
+            logger.error(
+                "could not read the journal of task %s (%s); releasing it", run.task_id, describe(exc)
+            )
+            self._drop_run(run.task_id)
+            mine = self.instance_id
+
+            def release(record: TaskRecord) -> TaskRecord | None:
+                return record.evolve(runner=None) if record.runner == mine else None
+
+            with anyio.move_on_after(self.lease_ttl):
+                await self._guarded(partial(self._mutate, run.task_id, release))
+            return False
+        run.journal = self._journal(tool, run.task_id, entries)
+        return True
 
     def _execute(
         self,
@@ -929,6 +988,10 @@ class TaskEngine:
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
+                if run.journal is not None and isinstance(end, Outcome) and not scope.cancel_called:
+                    diverged = run.journal.ended()
+                    if diverged is not None:
+                        end = Outcome("failed", error=diverged.to_error())
                 outcome = end if isinstance(end, Outcome) else _HALTED
                 await absorb_stray_cancel()
             if scope.cancel_called:
@@ -975,14 +1038,18 @@ class TaskEngine:
         one resumed at its question)."""
         if isinstance(prepared, Parked):
             return prepared.question.body, Pending(prepared)
+        if run.journal is not None and self._threads is not None:
+            run.threads = self._threads.share(owner)
         if prepared is None:
             context = TaskContext(channel, owner=owner, tool=tool.name)
             return tool.open_body(args, context, self.threads_for(tool, owner)), None
-        body, context, pending = prepared
+        body, context, pending, entries = prepared
         carried = context.saved  # saved during the input rounds before the task
         context._rebind(channel)
         if carried is not None:
             await run.save(carried)
+        if entries:
+            await run.carry(entries)
         return body, pending
 
     async def _settle_shielded(self, run: TaskRun, outcome: Outcome | None) -> None:
@@ -1167,30 +1234,21 @@ class TaskEngine:
         known: TaskRecord | None = None,
         status_message: str | None = None,
     ) -> TaskRecord | None:
-        def change(record: TaskRecord) -> TaskRecord | None:
-            if only_runner is not None and record.runner != only_runner:
-                return None
-            if only_attempt is not None and record.attempt != only_attempt:
-                return None
-            ended = record.evolve(
-                status=outcome.status,
-                result=outcome.result,
-                error=outcome.error,
-                status_message=outcome.message or status_message or record.status_message,
-                input_requests={},
-                input_responses={},
-            )
-            tool = self.tools.get(record.tool)
-            ttl_ms = None if tool is None else tool.ttl_ms
-            if ttl_ms is not None and record.ttl_ms is not None and record.ttl_ms > ttl_ms:
-                # it ran past its first expiry: kept one ttl from its end
-                return retained(ended, ttl_ms, since=ended.updated_at) or ended
-            return ended
-
+        change = ledger.ended(
+            outcome,
+            ttl_ms=self._ttl_of,
+            only_runner=only_runner,
+            only_attempt=only_attempt,
+            status_message=status_message,
+        )
         finished = await self._mutate(task_id, change, known=known)
         if finished is not None and finished.terminal:
             log_task(outcome.status, finished)
         return finished
+
+    def _ttl_of(self, record: TaskRecord) -> int | None:
+        tool = self.tools.get(record.tool)
+        return None if tool is None else tool.ttl_ms
 
     async def _mutate(
         self,
@@ -1199,54 +1257,15 @@ class TaskEngine:
         *,
         known: TaskRecord | None = None,
     ) -> TaskRecord | None:
-        """Apply `change` with compare-and-set, retrying on conflicts.
-
-        `known` is a copy the caller believes current (a runner's own last write): the first
-        attempt uses it without reading the store, and a conflict falls back to reading.
-        Returns the stored record after the change (the unchanged one when `change` returns
-        None), or None when the task is gone or already terminal.
-        """
+        """`ledger.apply` (the first write of a record started with `defer` creates it)."""
         if task_id in self._unstored or task_id in self._storing:
             first = await self._store_deferred(task_id, change)
             if first is not None:
                 return first
             known = None  # stored by another write meanwhile
-        record = known
-        while True:
-            if record is None:
-                record = await self.store.get(task_id)
-            if record is None or record.terminal:
-                return None
-            updated = change(record)
-            if updated is None:
-                return record
-            if await self._replace(record, updated):
-                return updated
-            record = None
-
-    async def _replace(self, record: TaskRecord, updated: TaskRecord) -> bool:
-        """Compare-and-set `record` to `updated`, announced on the change feed when push is on."""
-        # A store that can announce the change in the write itself saves the feed a round trip.
-        combined = combined_replace(self.store) if self.config.push else None
-        if combined is not None:
-            message = CHANGED_PREFIX + record.task_id
-            written = bool(await combined(updated, expected_version=record.version, message=message))
-        else:
-            written = await self.store.replace(updated, expected_version=record.version)
-        if written:
-            if self.observer is not None:
-                self.observer.changed(record, updated)
-            if self.config.push and combined is None:
-                await self._announce(record.task_id)
-        return written
-
-    async def _announce(self, task_id: str) -> None:
-        # Tells listen streams on every instance that the task changed; they re-read it. Losing
-        # one is tolerated (streams re-read periodically), so a failure must not fail the write.
-        try:
-            await self.store.publish(CHANGED_PREFIX + task_id)
-        except Exception:
-            logger.debug("could not announce a change of task %s", task_id, exc_info=True)
+        return await ledger.apply(
+            self.store, task_id, change, known=known, push=self.config.push, observer=self.observer
+        )
 
     # -- client operations ---------------------------------------------------------------------
 
@@ -1288,23 +1307,11 @@ class TaskEngine:
         if self.observer is not None:
             self.observer.requested("tasks/update", current)
 
-        changed = False
-
-        def change(record: TaskRecord) -> TaskRecord | None:
-            nonlocal changed
-            accepted = {k: v for k, v in responses.items() if k in record.input_requests}
-            if not accepted:
-                changed = False
-                return None
-            changed = True
-            outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
-            return record.evolve(
-                input_requests=outstanding,
-                input_responses={**record.input_responses, **accepted},
-                status="input_required" if outstanding else "working",
-            )
-
-        if await self._mutate(task_id, change, known=current) is not None and changed:
+        accepted: dict[str, Any] = {}
+        if (
+            await self._mutate(task_id, ledger.answered(responses, accepted), known=current) is not None
+            and accepted
+        ):
             await self._notify(task_id)
 
     async def cancel(self, task_id: str, *, owner: str, reason: str = "Cancelled by the client.") -> None:
@@ -1318,12 +1325,7 @@ class TaskEngine:
         if self.observer is not None:
             self.observer.requested("tasks/cancel", current)
 
-        def change(record: TaskRecord) -> TaskRecord:
-            return record.evolve(
-                status="cancelled", status_message=reason, input_requests={}, input_responses={}
-            )
-
-        cancelled = await self._mutate(task_id, change, known=current)
+        cancelled = await self._mutate(task_id, ledger.cancelled(reason), known=current)
         if cancelled is not None:
             log_task("cancelled", cancelled)
             run = self._runs.get(task_id)

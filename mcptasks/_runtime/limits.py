@@ -36,6 +36,9 @@ _COUNTS = frozenset(
         "threads_per_owner",
         "max_listen_streams",
         "max_listen_streams_per_owner",
+        "max_journal_entries",
+        "max_journal_entry_bytes",
+        "max_journal_bytes",
     }
 )
 
@@ -71,6 +74,10 @@ class Limits:
       (`subscriptions/listen` with `taskIds`) this process / one owner may hold open at once; one
       more is refused with -32603 naming the bound. Default `"share"`: a quarter of
       `max_listen_streams`.
+    - `max_journal_entries` / `max_journal_entry_bytes` / `max_journal_bytes`: the bounds of a
+      durable body's journal (`durable=True`): entries (a step is one, a question two), the JSON
+      of one entry (a step result over it fails the step with `StepFailed`), and all of them.
+      A body whose journal is full fails (-32603, `data.reason: "journal_full"`).
 
     A per-owner bound is a whole number, None (no per-owner bound) or `"share"` (the default: a
     fraction of its process bound, at least 1), so one owner never takes all of a resource
@@ -92,6 +99,9 @@ class Limits:
     threads_per_owner: int | Literal["share"] | None = SHARE
     max_listen_streams: int = 1024
     max_listen_streams_per_owner: int | Literal["share"] | None = SHARE
+    max_journal_entries: int = 10_000
+    max_journal_entry_bytes: int = 1024 * 1024
+    max_journal_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mcptasks._authoring.context import BodyChannel, TaskContext
+from mcptasks._authoring.steps import MAX_UNJOURNALLED_BYTES, Step, step_entry, step_value
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer, Result, as_input_requests
 from mcptasks._runtime.driver import InlineChannel, Interrupt, Pending
@@ -48,6 +49,15 @@ class ReplayChannel(InlineChannel):
         self.answers = dict(answers)
         self.allowed = allowed
         self.sequence = 0
+        self.entries: list[dict[str, Any]] = []
+        """What this round's body did, as journal entries (steps, questions and their answers):
+        the journal a durable body's task starts with when this round hands it over."""
+
+    async def step(self, step: Step) -> Any:
+        """Run `step` (again, each round) and note its entry."""
+        entry, cause = await step_entry(step, None, MAX_UNJOURNALLED_BYTES)
+        self.entries.append(entry)
+        return step_value(entry, cause)
 
     async def wait_for(self, missing: dict[str, dict[str, Any]]) -> None:
         """Called with the questions still unanswered; returns once `answers` may hold more."""
@@ -79,6 +89,11 @@ class ReplayChannel(InlineChannel):
                         pending[index] = pending[index].retry_with(str(exc))
                 missing[key] = pending[index].to_wire()
             if not missing:
+                name = ",".join(request.method for request in requests)
+                self.entries.append({"kind": "ask", "name": name, "keys": keys})
+                self.entries.append(
+                    {"kind": "answer", "name": name, "answers": [self.answers[k] for k in keys]}
+                )
                 return answers
             await self.wait_for(missing)
 
@@ -147,6 +162,8 @@ class StartedBody(NamedTuple):
     context: TaskContext
     pending: Pending | None
     """The yield it stopped at (the driver handles it first)."""
+    entries: tuple[dict[str, Any], ...] = ()
+    """What the rounds did, as journal entries (a durable body's task starts its journal with them)."""
 
 
 async def advance_to_task(

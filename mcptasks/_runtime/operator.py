@@ -17,8 +17,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from mcptasks._runtime.config import EngineConfig
-from mcptasks._runtime.engine import TaskEngine
+from mcptasks._runtime import ledger
+from mcptasks._runtime.tasklog import log_task
 from mcptasks.stores.base import OpensExisting, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 
@@ -204,8 +204,10 @@ async def cancel_task(
     record = await store.get(task_id)
     if record is None:
         return None
-    engine = TaskEngine(store, config=EngineConfig(recover_orphans=False))
-    await engine.cancel(task_id, owner=record.owner, reason=reason)
+    cancelled = await ledger.apply(store, task_id, ledger.cancelled(reason), known=record)
+    if cancelled is not None:
+        log_task("cancelled", cancelled)
+        await store.publish(task_id)  # the runner, wherever it is, stops the body
     return await store.get(task_id)
 
 

@@ -534,7 +534,7 @@ class TasksProtocol:
         context = TaskContext(channel, owner=call.owner, tool=tool.name)
         try:
             body = tool.open_body(call.validated, context, self.engine.threads_for(tool, call.owner))
-            prepared = await advance_to_task(channel, body, context)
+            prepared = (await advance_to_task(channel, body, context))._replace(entries=tuple(replay.entries))
         except InputNeeded as needed:
             return rounds.input_required(needed.requests, replay.answers)
         except ProtocolError:

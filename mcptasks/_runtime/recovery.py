@@ -46,7 +46,13 @@ def abandoned(
 def requeue(
     record: TaskRecord, tool: TaskTool | None, *, shutdown: bool
 ) -> Callable[[TaskRecord], TaskRecord | None] | None:
-    """The change that puts `record` back in the queue, or None when it must fail instead."""
+    """The change that puts `record` back in the queue, or None when it must fail instead.
+
+    A durable body is handed over as it stands (its open questions stay open, under their keys;
+    a graceful shutdown does not count as an attempt); any other is re-run from the start.
+    """
+    if tool is not None and tool.durable:
+        return _hand_over(record, tool, shutdown=shutdown)
     if tool is None or not tool.retry_on_crash or record.attempt >= tool.max_attempts:
         return None
     lost = record.runner
@@ -65,6 +71,23 @@ def requeue(
             input_requests={},
             input_responses={},
         )
+
+    return change
+
+
+def _hand_over(
+    record: TaskRecord, tool: TaskTool, *, shutdown: bool
+) -> Callable[[TaskRecord], TaskRecord | None] | None:
+    """`requeue` for a durable body: it resumes from its journal wherever it is claimed next."""
+    if not shutdown and record.attempt >= tool.max_attempts:
+        return None
+    lost = record.runner
+    attempt = record.attempt if shutdown else record.attempt + 1
+
+    def change(current: TaskRecord) -> TaskRecord | None:
+        if current.runner != lost:
+            return None
+        return current.evolve(runner=None, attempt=attempt)
 
     return change
 

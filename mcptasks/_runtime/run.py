@@ -7,7 +7,6 @@ The run writes its own record (statuses, checkpoints, input requests, taking ans
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from contextvars import Context
@@ -16,9 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
+from mcptasks._authoring.steps import Step, step_entry, step_value
 from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
+from mcptasks._runtime.journal import Journal
+from mcptasks._runtime.ledger import retained
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry, gave_up, is_permanent
 from mcptasks._runtime.tasklog import log_task
@@ -29,22 +31,11 @@ from mcptasks.wire import INVALID_PARAMS
 
 if TYPE_CHECKING:
     from mcptasks._authoring.context import BodyChannel
+    from mcptasks._authoring.threaded import ThreadShare
 
 T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
-
-
-def retained(record: TaskRecord, ttl_ms: int, since: float | None = None) -> TaskRecord | None:
-    """`record` kept until one `ttl_ms` after `since` (default now), when that is later than its
-    expiry (else None)."""
-    if record.ttl_ms is None:
-        return None
-    start = time.time() if since is None else since
-    wanted = math.ceil((start - record.created_at) * 1000) + ttl_ms
-    if wanted <= record.ttl_ms:
-        return None
-    return record.evolve(ttl_ms=wanted, updated_at=max(start, record.updated_at))
 
 
 class RunHost(Protocol):
@@ -129,6 +120,7 @@ class Question:
         "context",
         "keys",
         "parsed",
+        "recorded",
         "rejected",
         "requests",
         "run",
@@ -149,6 +141,8 @@ class Question:
         """The indexes of the requests still to be answered validly (None: all of them)."""
         self.keys: tuple[str, ...] | None = None
         """The keys the requests in `todo` were issued under, in order (None: not issued yet)."""
+        self.recorded: list[Any] | None = None
+        """The answers to `keys` read from a durable run's journal (None: wait for them)."""
         self.body: AsyncGenerator[Any, Any] | None = None
         self.single = True
         self.context: Context | None = None
@@ -186,6 +180,8 @@ class TaskRun:
         "flushing",
         "holding",
         "host",
+        "journal",
+        "keys_issued",
         "next_status_at",
         "outcome",
         "owner",
@@ -195,9 +191,11 @@ class TaskRun:
         "renew_at",
         "saved",
         "scope",
+        "stepping",
         "stop_outcome",
         "stopped_at",
         "task_id",
+        "threads",
         "tool",
         "waiters",
         "yielded",
@@ -258,6 +256,14 @@ class TaskRun:
         """Whether the body is over and its end is being recorded."""
         self._ended: anyio.Event | bool = False
         """False, True once over, or the event `ended` handed out (created when first asked for)."""
+        self.journal: Journal | None = None
+        """The journal of a durable body (None: the body is not durable, or the store keeps none)."""
+        self.threads: ThreadShare | None = None
+        """The worker threads the body's sync steps run in (None: anyio's default limiter)."""
+        self.keys_issued = 0
+        """The input keys this run chose (a durable run picks keys before it issues them)."""
+        self.stepping = False
+        """Whether a step of the durable body is running (they run one at a time)."""
 
     @property
     def ended(self) -> anyio.Event:
@@ -367,6 +373,8 @@ class TaskRun:
         Always gives the event loop a turn, so a body yielding statuses in a loop cannot starve it.
         """
         await anyio.lowlevel.checkpoint()
+        if self.journal is not None and self.journal.replaying:
+            return  # said by the run that wrote the journal: not a change
         limits = self.host.limits
         if len(message) > limits.max_status_length:
             message = message[: limits.max_status_length - 1] + "…"
@@ -433,9 +441,69 @@ class TaskRun:
     async def save(self, state: Any) -> None:
         """Write the body's checkpoint into its record (durable when this returns)."""
         self.yielded = True
+        if self.journal is not None and self.journal.replaying:
+            self.saved = state  # the record holds this run's predecessor's later checkpoint
+            return
         if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
             await self._halt()
         self.saved = state
+
+    async def step(self, step: Step) -> Any:
+        """Run `step` against the journal: its recorded value on a replay, else run it and
+        journal its value (or error) before returning (see `TaskContext.step`)."""
+        journal = self.journal
+        if journal is None:
+            entry, cause = await step_entry(step, self.threads, self.host.limits.max_journal_entry_bytes)
+            return step_value(entry, cause)
+        if self.stepping:
+            raise InvalidValue(
+                "the steps of a durable body run one at a time (the journal records them in order); "
+                f"step {step.name!r} was started while another one runs"
+            )
+        recorded = journal.recorded("step", step.name)
+        if recorded is not None:
+            return step_value(recorded)
+        journal.check_room()
+        self.yielded = True
+        self.stepping = True
+        try:
+            entry, cause = await step_entry(step, self.threads, self.host.limits.max_journal_entry_bytes)
+            stored = await self._journal(entry, "journalling a step")
+        finally:
+            self.stepping = False
+        return step_value(stored, cause if stored is entry else None)
+
+    async def carry(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Start a durable run's journal with what its body did in input rounds before the task
+        (nothing without a journal), so a replay does not ask those questions again."""
+        if self.journal is None:
+            return
+        for entry in entries:
+            self.journal.check_room()
+            await self._journal(entry, "journalling the input before the task")
+            self._note_keys(entry.get("keys", ()))
+
+    def _note_keys(self, keys: Sequence[object]) -> None:
+        """Keys a journal holds were issued: a later question must not choose them again."""
+        for key in keys:
+            number = str(key).rpartition("-")[2]
+            if number.isdigit():
+                self.keys_issued = max(self.keys_issued, int(number))
+
+    async def _journal(self, entry: dict[str, Any], what: str) -> dict[str, Any]:
+        """Append `entry` to the journal (the record is stored first, when deferred); return the
+        entry stored at its position. The body is halted when its task ended."""
+        journal = self.journal
+        assert journal is not None
+        if not journal.stored:
+            if await self._write(lambda record: None, what) is None:
+                await self._halt()
+            journal.stored = True
+        stored = await journal.append(entry, lambda call: self._patiently(call, what))
+        if stored is None:
+            await self._halt()
+            raise AssertionError("unreachable")  # pragma: no cover
+        return stored
 
     async def ask(self, requests: Sequence[InputRequest]) -> list[Any]:
         """Issue the requests under fresh keys, wait until all are answered, parse the answers."""
@@ -466,12 +534,7 @@ class TaskRun:
             todo = range(len(requests)) if question.todo is None else question.todo
             if not todo:
                 return question.parsed if question.parsed is not None else []
-            if question.keys is None:
-                question.keys = await self._issue([requests[i] for i in todo])
-            keys = question.keys
-            received = await self._await_answers(keys, question if park else None)
-            question.keys = None
-            await self._take_answers(keys)
+            received = await self._round(question, [requests[i] for i in todo], park)
             if question.parsed is None:
                 question.parsed = [None] * len(requests)
             retry: list[int] = []
@@ -492,18 +555,67 @@ class TaskRun:
                     retry.append(index)
             question.todo = retry
 
-    async def _issue(self, requests: Sequence[InputRequest]) -> tuple[str, ...]:
-        """Add the requests to the record under fresh, never reused keys; return the keys."""
-        keys: list[str] = []
+    async def _round(self, question: Question, asked: Sequence[InputRequest], park: bool) -> list[Any]:
+        """One round of `_answer`: issue `asked` (unless issued), wait for and take the answers
+        (a durable run journals them first, or has them from its journal already)."""
+        if question.keys is None:
+            if self.journal is None:
+                question.keys = await self._issue(asked)
+            else:
+                question.keys, question.recorded = await self._issue_journalled(asked)
+        keys = question.keys
+        received = question.recorded
+        if received is None:
+            received = await self._await_answers(keys, question if park else None)
+            if self.journal is not None:
+                entry = {"kind": "answer", "name": _names(asked), "answers": received}
+                received = list((await self._journal(entry, "journalling the answers"))["answers"])
+            await self._take_answers(keys)
+        question.keys = question.recorded = None
+        return received
+
+    async def _issue_journalled(
+        self, requests: Sequence[InputRequest]
+    ) -> tuple[tuple[str, ...], list[Any] | None]:
+        """A durable run's `_issue`: the keys come from the journal on a replay (the question is
+        asked again under the keys a client saw), else they are chosen and journalled before
+        they are issued. Returns the keys and the journalled answers (None: not answered yet)."""
+        journal = self.journal
+        assert journal is not None
+        name = _names(requests)
+        asked = journal.recorded("ask", name)
+        if asked is None:
+            journal.check_room()
+            base = max(self.keys_issued, self.record.input_key_counter if self.record is not None else 0)
+            chosen = [f"{request.key or 'input'}-{base + n}" for n, request in enumerate(requests, 1)]
+            self.keys_issued = base + len(requests)
+            asked = await self._journal(
+                {"kind": "ask", "name": name, "keys": chosen}, "journalling a question"
+            )
+        keys = tuple(str(key) for key in asked["keys"])
+        self._note_keys(keys)
+        answered = journal.recorded("answer", name) if journal.replaying else None
+        if answered is not None:
+            return keys, list(answered["answers"])
+        return await self._issue(requests, keys), None
+
+    async def _issue(self, requests: Sequence[InputRequest], chosen: Sequence[str] = ()) -> tuple[str, ...]:
+        """Add the requests to the record under fresh, never reused keys (or the `chosen` ones,
+        which a durable run journalled); return the keys."""
+        keys: list[str] = list(chosen)
 
         def issue(record: TaskRecord) -> TaskRecord | None:
             if keys and all(k in record.input_requests or k in record.input_responses for k in keys):
                 return None  # an earlier try landed although its reply was lost (keys are never reused)
             counter = record.input_key_counter
-            keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
+            if chosen:
+                counter = max(counter, self.keys_issued)
+            else:
+                keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
+                counter += len(requests)
             return record.evolve(
                 input_requests={**record.input_requests, **wire_requests(requests, keys)},
-                input_key_counter=counter + len(requests),
+                input_key_counter=counter,
                 status="input_required",
             )
 
@@ -562,6 +674,11 @@ class TaskRun:
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()
+
+
+def _names(requests: Sequence[InputRequest]) -> str:
+    """What a durable run's journal names a question by: the methods of its requests."""
+    return ",".join(request.method for request in requests)
 
 
 def _answered(keys: tuple[str, ...], responses: dict[str, Any]) -> list[Any] | None:

@@ -33,7 +33,7 @@ from mcptasks.cli.errors import CliError
 from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import TaskStore
+from mcptasks.stores.base import KeepsJournal, TaskStore
 from mcptasks.stores.url import MissingExtra, redact_url, store_from_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
@@ -58,6 +58,8 @@ _SHOWN = (
 _STATUS_ORDER = ("working", "input_required", "completed", "failed", "cancelled")
 _PROG = "mcptasks admin"
 _WRITES = ("cancel", "purge")
+_JOURNAL_WIDTH = 120
+"""Most characters `admin show` prints of a journal entry's other fields."""
 
 
 def _error(message: str) -> CliError:
@@ -126,12 +128,60 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def _read_journal(store: TaskStore, task_id: str) -> list[Any]:
+    """The task's journal entries, parsed (an entry that is not JSON stays text); empty when the
+    store keeps no journal."""
+    if not isinstance(store, KeepsJournal):
+        return []
+    entries: list[Any] = []
+    for text in await store.read_journal(task_id):
+        try:
+            entries.append(json.loads(text))
+        except ValueError:
+            entries.append(text)
+    return entries
+
+
+def _without_values(entry: Any) -> Any:
+    """A journal entry with only what it is (`kind`, `name`, a question's `keys`): its values
+    (step results, answers) are shown with `--result`, like the task's arguments and result."""
+    if not isinstance(entry, dict):
+        return "(hidden: --result shows it)"
+    return {key: entry[key] for key in ("kind", "name", "keys") if key in entry}
+
+
+def _journal_lines(entries: Sequence[Any]) -> list[str]:
+    """One line per entry: position, `kind`, `name`, and the other fields as compact JSON
+    (truncated, control characters escaped)."""
+    rows = []
+    for position, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            kind, name = entry.get("kind"), entry.get("name")
+            rest: Any = {key: value for key, value in entry.items() if key not in ("kind", "name")}
+        else:
+            kind = name = None
+            rest = entry
+        compact = json.dumps(rest, separators=(",", ":"), ensure_ascii=False) if rest != {} else ""
+        shown_kind = _safe(kind if kind is not None else "-", 16)
+        shown_name = _safe(name if name is not None else "-", 32)
+        rows.append(
+            [str(position), shown_kind, shown_name, _safe(compact[: _JOURNAL_WIDTH + 1], _JOURNAL_WIDTH)]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return ["  " + "  ".join([*(row[i].ljust(widths[i]) for i in range(3)), row[3]]).rstrip() for row in rows]
+
+
 async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
     record = await store.get(args.task_id)
     if record is None:
         raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
     view = describe(record, show_owner=args.show_owners, show_result=args.result, detail=True)
+    journal = await _read_journal(store, record.task_id)
+    if not args.result:  # step values and answers are results too
+        journal = [_without_values(entry) for entry in journal]
     if args.json:
+        if journal:
+            view = {**view, "journal": journal}
         _json(view, out)
         return 0
     simple = [(key, view[key]) for key in _SHOWN if key in view]
@@ -145,7 +195,16 @@ async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{key}:\n")
             for line in json.dumps(view[key], indent=2, ensure_ascii=True).splitlines():
                 out.write(f"  {line}\n")
+    _write_journal(journal, out)
     return 0
+
+
+def _write_journal(journal: Sequence[Any], out: TextIO) -> None:
+    """The "Journal (N entries):" section of `show` (nothing for an empty journal)."""
+    if journal:
+        out.write(f"Journal ({len(journal)} {'entry' if len(journal) == 1 else 'entries'}):\n")
+        for line in _journal_lines(journal):
+            out.write(line + "\n")
 
 
 async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
@@ -302,9 +361,13 @@ def register(commands: Subcommands) -> None:
     listing.add_argument("--after", metavar="CURSOR", help="continue a listing (the cursor it printed)")
     listing.add_argument("--show-owners", action="store_true", help="print owners instead of their hashes")
 
-    show = action("show", "print one task: record, input requests, error, timeline")
+    show = action("show", "print one task: record, input requests, error, timeline, journal")
     show.add_argument("task_id", help="the task's id (as `admin list` prints it)")
-    show.add_argument("--result", action="store_true", help="also print the arguments and the result")
+    show.add_argument(
+        "--result",
+        action="store_true",
+        help="also print the arguments, the result and the journal's values (step results, answers)",
+    )
     show.add_argument("--show-owners", action="store_true", help="also print the owner")
 
     cancel = action("cancel", "cancel a task (as its owner would; terminal tasks stay as they are)")

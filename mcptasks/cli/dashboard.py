@@ -12,10 +12,20 @@ from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
 from mcptasks.cli.logsetup import configure_logging
 
-__all__ = ["ALLOWED_HOSTS_ENV", "TOKEN_ENV", "allowed_hosts", "is_loopback", "register", "run_dashboard"]
+__all__ = [
+    "ALLOWED_HOSTS_ENV",
+    "REDACT_ENV",
+    "TOKEN_ENV",
+    "allowed_hosts",
+    "is_loopback",
+    "redaction",
+    "register",
+    "run_dashboard",
+]
 
 TOKEN_ENV = "MCPTASKS_DASHBOARD_TOKEN"
 ALLOWED_HOSTS_ENV = "MCPTASKS_DASHBOARD_ALLOWED_HOSTS"
+REDACT_ENV = "MCPTASKS_DASHBOARD_REDACT"
 
 
 def is_loopback(host: str) -> bool:
@@ -35,6 +45,27 @@ def allowed_hosts(args: argparse.Namespace) -> list[str]:
 
     given = args.allowed_host or [h for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
     return [h.strip() for h in given] if given else hosts_for(args.host)
+
+
+def redaction(args: argparse.Namespace) -> bool | list[str]:
+    """What the detail view masks: True (every argument value) with `--redact-arguments` or a
+    `*` among the names, else the names of `--redact` (repeated) or of the comma-separated
+    `$MCPTASKS_DASHBOARD_REDACT` (the option replaces the variable); [] for nothing."""
+    given = args.redact or os.environ.get(REDACT_ENV, "").split(",")
+    names = [name.strip() for name in given if name.strip()]
+    if args.redact_arguments or "*" in names:
+        return True
+    return names
+
+
+def _redaction_text(redact: bool | list[str]) -> str:
+    if redact is True:
+        return "every argument value redacted"
+    return (
+        f"arguments redacted: {', '.join(redact)}"
+        if redact
+        else "arguments shown (--redact-arguments hides them)"
+    )
 
 
 _PROG = "mcptasks dashboard"
@@ -89,6 +120,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     _probe(url)
     hosts = allowed_hosts(args)
     protect_reads = not is_loopback(args.host)
+    redact = redaction(args)
     try:
         app = dashboard_app(
             url,
@@ -98,6 +130,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
             show_results=not args.no_results,
             allowed_hosts=hosts,
             protect_reads=protect_reads,
+            redact_arguments=redact,
         )
     except ValueError as exc:
         raise _fail(str(exc)) from None
@@ -107,6 +140,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     defaults = not args.allowed_host and not os.environ.get(ALLOWED_HOSTS_ENV, "").strip(", ")
     hint = " (--allowed-host adds the names clients use)" if protect_reads and defaults else ""
     print(f"answering to Host: {', '.join(hosts)}{hint}", flush=True)
+    print(_redaction_text(redact), flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     except KeyboardInterrupt:
@@ -146,4 +180,19 @@ def register(commands: Subcommands) -> None:
     parser.add_argument("--title", default="mcptasks", help="page title")
     parser.add_argument("--refresh", type=float, default=2.0, help="seconds between live updates (default 2)")
     parser.add_argument("--no-results", action="store_true", help="leave task results out of the detail view")
+    parser.add_argument(
+        "--redact-arguments",
+        action="store_true",
+        help="mask every tool argument value in the detail view and its API (names stay visible)",
+    )
+    parser.add_argument(
+        "--redact",
+        action="append",
+        metavar="NAME",
+        help=(
+            "mask the value of argument NAME (case-insensitive, also nested keys; '*' for all), "
+            f"repeatable; also ${REDACT_ENV} (comma-separated), which the option replaces. "
+            "Masked values show as '\u2022\u2022\u2022 (redacted)' and are never sent to the browser"
+        ),
+    )
     parser.set_defaults(handler=run_dashboard)

@@ -3,6 +3,7 @@ Host/Origin check on every route and, when reads are protected, the operator log
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -16,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, describe, open_existing
+from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, open_existing
 from mcptasks.dashboard.guard import (
     LOOPBACK_HOSTS,
     SESSION_COOKIE,
@@ -28,7 +29,7 @@ from mcptasks.dashboard.guard import (
     token_matches,
 )
 from mcptasks.dashboard.pages import detail_page, list_page, login_page
-from mcptasks.dashboard.views import STATUSES, summary
+from mcptasks.dashboard.views import STATUSES, summary, task_detail
 from mcptasks.stores.base import TaskStore
 from mcptasks.stores.url import store_from_url
 
@@ -150,8 +151,11 @@ class _Dashboard:
         refresh_ms: int,
         show_results: bool,
         protect_reads: bool,
+        redact_arguments: bool | Sequence[str],
     ):
         self.holder = holder
+        self.redact_all = redact_arguments is True
+        self.redacted: tuple[str, ...] = () if isinstance(redact_arguments, bool) else tuple(redact_arguments)
         self.token = token
         self.title = title
         self.refresh_ms = refresh_ms
@@ -273,8 +277,13 @@ class _Dashboard:
         record = await (await self.holder.get()).get(task_id)
         if record is None:
             return None
-        view = describe(record, detail=True, show_result=self.show_results)
-        view.pop("arguments", None)
+        view = task_detail(
+            record,
+            time.time(),
+            show_result=self.show_results,
+            redact_all=self.redact_all,
+            redacted=self.redacted,
+        )
         view["canCancel"] = self.token is not None
         return view
 
@@ -339,6 +348,7 @@ def dashboard_app(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
     protect_reads: bool = False,
+    redact_arguments: bool | Sequence[str] = False,
 ) -> Starlette:
     """The dashboard as an ASGI app; mount it in your server behind your own authentication.
 
@@ -356,6 +366,9 @@ def dashboard_app(
       request from the app's own origin always is, any other `Origin` gets 403.
     - `protect_reads`: whether reading (the pages and the JSON API) needs the operator token too,
       from the login form (a session cookie) or an `Authorization: Bearer` header; needs `token`.
+    - `redact_arguments`: which tool arguments the detail view masks (as `REDACTED`, in the page
+      and the API alike): True every value, or the argument names (case-insensitive, also as keys
+      nested inside arguments) whose values are masked; False (default) shows them all.
 
     Without `protect_reads`, whoever reaches the app sees the task list (owners as hashes).
     """
@@ -370,7 +383,11 @@ def dashboard_app(
     hosts = list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
     if not hosts or any(not h.strip() for h in [*hosts, *allowed_origins]):
         raise ValueError("allowed_hosts needs at least one host and neither list may hold empty names")
-    app = _Dashboard(_Store(store), token, title, int(refresh * 1000), show_results, protect_reads)
+    if isinstance(redact_arguments, str):
+        raise ValueError("redact_arguments takes True or a list of argument names, not one string")
+    app = _Dashboard(
+        _Store(store), token, title, int(refresh * 1000), show_results, protect_reads, redact_arguments
+    )
     return Starlette(
         routes=[
             Route("/", app.page(app.index)),

@@ -7,13 +7,27 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Collection
 from typing import Any
 
 from mcptasks._runtime.operator import describe, iso
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import TaskRecord, TaskStore
 
-__all__ = ["CHART_BUCKETS", "CHART_SPAN", "STATUSES", "chart", "status_at", "summary"]
+__all__ = [
+    "CHART_BUCKETS",
+    "CHART_SPAN",
+    "REDACTED",
+    "STATUSES",
+    "ago_text",
+    "chart",
+    "duration_text",
+    "redact",
+    "row",
+    "status_at",
+    "summary",
+    "task_detail",
+]
 
 STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 CHART_SPAN = 3600.0
@@ -24,6 +38,92 @@ ROWS = 200
 """Most rows the table shows."""
 CHART_RECORDS = 2000
 """Most records (newest first) the chart is computed from."""
+
+
+REDACTED = "\u2022\u2022\u2022 (redacted)"
+"""What a masked argument value shows instead of itself (the value never leaves the server)."""
+
+_UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
+
+
+def duration_text(seconds: float) -> str:
+    """A human duration in at most two units: `45 s`, `1 min 5 s`, `12 min`, `3 h 5 min`, `2 d 4 h`."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s} s"
+    for i, (size, unit) in enumerate(_UNITS[:-1]):
+        if s >= size:
+            smaller, small_unit = _UNITS[i + 1]
+            rest = s % size // smaller
+            return f"{s // size} {unit}" + (f" {rest} {small_unit}" if rest else "")
+    raise AssertionError(s)  # pragma: no cover
+
+
+def ago_text(seconds: float) -> str:
+    """How long ago, without seconds past the first minute: `just now`, `40 s ago`, `12 min ago`,
+    `3 h 5 min ago`."""
+    s = int(max(0.0, seconds))
+    if s < 1:
+        return "just now"
+    if s < 60:
+        return f"{s} s ago"
+    if s < 3600:
+        return f"{s // 60} min ago"
+    return f"{duration_text(s - s % 60)} ago"
+
+
+def _ended_at(record: TaskRecord) -> float | None:
+    """When a terminal task reached its final status (its last transition; else its last update)."""
+    if not record.terminal:
+        return None
+    for at, status, _ in reversed(record.transitions):
+        if status == record.status:
+            return float(at)
+    return record.updated_at
+
+
+def row(record: TaskRecord, now: float) -> dict[str, Any]:
+    """A table row: the operator view plus `endedAt` (None while active) and `durationSeconds`
+    (created to ended for a finished task, which stops counting; created to now for an active one)."""
+    view = describe(record, now=now)
+    ended = _ended_at(record)
+    view["endedAt"] = iso(ended)
+    view["durationSeconds"] = round(max(0.0, (now if ended is None else ended) - record.created_at), 3)
+    return view
+
+
+def redact(value: Any, names: frozenset[str]) -> Any:
+    """`value` with the value of every object key in `names` (lower case) masked, at any depth."""
+    if isinstance(value, dict):
+        return {k: REDACTED if str(k).lower() in names else redact(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, names) for v in value]
+    return value
+
+
+def task_detail(
+    record: TaskRecord,
+    now: float,
+    *,
+    show_result: bool,
+    redact_all: bool = False,
+    redacted: Collection[str] = (),
+) -> dict[str, Any]:
+    """A task's detail view: the row, its input requests, error, timeline, `statusHistory`
+    (`{at, statusMessage}`, oldest first) and `arguments`, masked as asked (`redact_all`: every
+    value; `redacted`: the values of these argument names, case-insensitive, at any depth)."""
+    view = describe(record, detail=True, show_result=show_result, now=now)
+    view.update(row(record, now))
+    names = frozenset(n.lower() for n in redacted)
+    arguments = dict(record.arguments)
+    view["arguments"] = (
+        {k: REDACTED for k in arguments} if redact_all else redact(arguments, names) if names else arguments
+    )
+    view["generatedAt"] = iso(now)
+    view["statusHistory"] = [
+        {"at": iso(at), "statusMessage": message} for at, message in record.status_history
+    ]
+    return view
 
 
 def status_at(record: TaskRecord, moment: float) -> str | None:
@@ -85,9 +185,12 @@ async def summary(
         "total": stats.total,
         "queued": stats.queued,
         "oldestActive": iso(stats.oldest_active),
+        "oldestActiveSeconds": (
+            None if stats.oldest_active is None else round(max(0.0, now - stats.oldest_active), 3)
+        ),
         "runners": len(stats.runners),
         "tools": sorted(stats.by_tool),
-        "tasks": [describe(record, now=now) for record in page.records],
+        "tasks": [row(record, now) for record in page.records],
         "more": page.next_cursor is not None,
         "chart": chart(recent, now),
         "canCancel": can_cancel,

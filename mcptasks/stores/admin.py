@@ -24,10 +24,12 @@ __all__ = [
     "TaskPage",
     "TaskQuery",
     "TaskStats",
+    "check_journal_append",
     "check_limit",
     "check_purge",
     "decode_cursor",
     "encode_cursor",
+    "journal_gap",
     "page_of",
     "split_page",
     "stats_from_rows",
@@ -158,6 +160,21 @@ def check_purge(statuses: Collection[str]) -> frozenset[str]:
             "cancel active tasks first"
         )
     return chosen
+
+
+def check_journal_append(position: int, entry: str) -> None:
+    """The arguments of a `KeepsJournal.append_journal` call: `ValueError` for a position that
+    is not a non-negative integer, `TypeError` for an entry that is not text."""
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        raise ValueError(f"journal position must be a non-negative integer, got {position!r}")
+    if not isinstance(entry, str):
+        raise TypeError(f"journal entry must be JSON text (str), got {type(entry).__name__}")
+
+
+def journal_gap(task_id: str, position: int, length: int | None = None) -> str:
+    """The message of the `ValueError` for an append beyond the end of a journal."""
+    held = "" if length is None else f" (it holds {length} entries)"
+    return f"journal position {position} of task {task_id!r} is beyond the end{held}: append in order"
 
 
 def page_of(records: Iterable[TaskRecord], query: TaskQuery, limit: int, after: str | None) -> TaskPage:

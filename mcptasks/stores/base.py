@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 MAX_TRANSITIONS = 50
 """Most entries a record's `transitions` keeps (the first, then the latest)."""
 
+MAX_STATUS_HISTORY = 20
+"""Most entries a record's `status_history` keeps (the latest)."""
+
 
 EMPTY_DICT: dict[str, Any] = shared_json({})
 """The empty dict a record's dict fields start with, one object for every record (records are
@@ -41,6 +44,7 @@ _SHARED_EMPTIES: dict[str, Any] = {
     "input_requests": EMPTY_DICT,
     "input_responses": EMPTY_DICT,
     "transitions": EMPTY_LIST,
+    "status_history": EMPTY_LIST,
 }
 """The fields whose empty value is the shared one, however a record is built or evolved."""
 
@@ -96,6 +100,9 @@ class TaskRecord:
     transitions: list[list[Any]] = field(default_factory=_empty_list)
     """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
     `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
+    status_history: list[list[Any]] = field(default_factory=_empty_list)
+    """The latest `statusMessage` values, `[at, statusMessage]` each, oldest first (at most
+    `MAX_STATUS_HISTORY`); `evolve` appends to it when the message changes."""
     trace: dict[str, str] | None = None
     """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
     telemetry in any process can link the task's spans to it; None without telemetry."""
@@ -134,6 +141,12 @@ class TaskRecord:
             if len(kept) >= MAX_TRANSITIONS:
                 kept = [kept[0], *kept[len(kept) - MAX_TRANSITIONS + 2 :]]
             changes["transitions"] = [*kept, entry]
+        message = changes.get("status_message", self.status_message)
+        if message != self.status_message and message is not None and "status_history" not in changes:
+            history = self.status_history
+            if len(history) >= MAX_STATUS_HISTORY:
+                history = history[len(history) - MAX_STATUS_HISTORY + 1 :]
+            changes["status_history"] = [*history, [changes["updated_at"], message]]
         copy = self.copy()
         for name, value in changes.items():
             if name not in _FIELD_NAMES:
@@ -237,6 +250,25 @@ class OpensExisting(Protocol):
     async def open_existing(self, *, migrate: bool = False) -> None:
         """Open a store that already holds mcptasks data, creating nothing: `StoreNotFound` when
         there is none; an older schema is migrated with `migrate`, else `SchemaVersionError`."""
+
+
+@runtime_checkable
+class KeepsJournal(Protocol):
+    """The optional journal of a store: what durable bodies (`durable=True`) replay from.
+
+    A task's journal is a list of entries (JSON text each, written by the engine) at positions
+    0, 1, 2, ... It belongs to the record: it is removed with it (expiry, purge) and cannot be
+    written once the record is terminal, expired or gone. Checked by `StoreContract`.
+    """
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """Store `entry` at `position` of the task's journal and return it; when that position
+        holds an entry already, store nothing and return the stored one (a repeated append is
+        harmless). None, storing nothing, when the task is unknown, expired or terminal.
+        `ValueError` when `position` is beyond the end (positions are appended in order)."""
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        """The task's entries in position order (empty for an unknown task)."""
 
 
 @runtime_checkable

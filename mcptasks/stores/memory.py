@@ -7,7 +7,16 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 
 from mcptasks.stores._broadcast import LocalBroadcast
-from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
+from mcptasks.stores.admin import (
+    TaskPage,
+    TaskQuery,
+    TaskStats,
+    check_journal_append,
+    check_purge,
+    journal_gap,
+    page_of,
+    stats_of,
+)
 from mcptasks.stores.base import TaskExists, TaskRecord
 from mcptasks.wire import ACTIVE_STATUSES
 
@@ -20,6 +29,7 @@ class MemoryTaskStore:
     def __init__(self) -> None:
         self._records: dict[str, TaskRecord] = {}
         self._idempotency: dict[tuple[str, str], str] = {}
+        self._journals: dict[str, list[str]] = {}
         self._heartbeats: dict[str, float] = {}
         self._broadcast = LocalBroadcast()
 
@@ -72,6 +82,7 @@ class MemoryTaskStore:
         doomed = [task_id for task_id, r in self._records.items() if r.expired(now)]
         for task_id in doomed:
             record = self._records.pop(task_id)
+            self._journals.pop(task_id, None)
             if record.idempotency_key is not None:
                 self._idempotency.pop((record.owner, record.idempotency_key), None)
         return len(doomed)
@@ -123,10 +134,33 @@ class MemoryTaskStore:
         doomed = [r for r in self._records.values() if r.status in chosen and r.updated_at < older_than]
         for record in doomed:
             del self._records[record.task_id]
+            self._journals.pop(record.task_id, None)
             key = (record.owner, record.idempotency_key or "")
             if record.idempotency_key is not None and self._idempotency.get(key) == record.task_id:
                 del self._idempotency[key]
         return len(doomed)
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """Store `entry` at `position` (or return the entry already there); None when the task
+        is unknown, expired or terminal; `ValueError` for a gap."""
+        check_journal_append(position, entry)
+        record = self._records.get(task_id)
+        if record is None or record.terminal or record.expired(time.time()):
+            return None
+        journal = self._journals.setdefault(task_id, [])
+        if position < len(journal):
+            return journal[position]
+        if position > len(journal):
+            raise ValueError(journal_gap(task_id, position, len(journal)))
+        journal.append(entry)
+        return entry
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        """The task's entries in position order (empty when unknown or expired)."""
+        record = self._records.get(task_id)
+        if record is None or record.expired(time.time()):
+            return []
+        return list(self._journals.get(task_id, ()))
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process."""

@@ -16,6 +16,9 @@ Layout: everything lives in one schema (`mcptasks` unless configured, e.g. with
   (not `jsonb`) keeps the text exactly as written: `jsonb` would turn `1e300` into a 301-digit
   integer, reject `"\\u0000"` and lone surrogates, and reorder keys.
 - `runners (runner, expires_at)`: heartbeats.
+- `journal (task_id, position, entry)`: the entries durable bodies replay from; the foreign key
+  to `tasks` deletes them with their task (expiry, purge), and `create`'s takeover of an expired
+  holder's idempotency key deletes that holder's.
 
 Consistency: `replace` is one conditional `UPDATE` (version and non-terminal status checked by
 the server); `claim` picks rows with `FOR UPDATE SKIP LOCKED`, so concurrent claimers in any number
@@ -56,8 +59,10 @@ from mcptasks.stores.admin import (
     TaskPage,
     TaskQuery,
     TaskStats,
+    check_journal_append,
     check_limit,
     check_purge,
+    journal_gap,
     split_page,
     stats_from_rows,
 )
@@ -93,6 +98,9 @@ RECONNECT_DELAYS = (0.1, 5.0)
 _MAX_SCHEMA_LENGTH = 63 - len("_changes")
 """PostgreSQL identifiers hold 63 bytes, and the notification channel adds `_changes`."""
 
+_MAX_POSITION = 2**31 - 1
+"""The largest journal position an `integer` column holds."""
+
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -124,6 +132,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         CREATE TABLE {s}.runners (
             runner     text PRIMARY KEY,
             expires_at double precision NOT NULL
+        )
+        """,
+    ),
+    # 1 -> 2: the journal of durable bodies, deleted with its task (the foreign key cascades).
+    (
+        """
+        CREATE TABLE {s}.journal (
+            task_id  text NOT NULL REFERENCES {s}.tasks (task_id) ON DELETE CASCADE,
+            position integer NOT NULL,
+            entry    text NOT NULL,
+            PRIMARY KEY (task_id, position)
         )
         """,
     ),
@@ -380,7 +399,11 @@ class PostgresTaskStore:
             + f" WHERE task_id = $1 AND version = ${len(write_columns) + 1} AND {NOT_TERMINAL}"
         )
         return {
+            # the journal of an expired holder of the idempotency key goes with the takeover
             "create": (
+                f"WITH stale AS (DELETE FROM {s}.journal WHERE task_id IN (SELECT task_id FROM {tasks} "
+                f"WHERE owner = $2 AND idempotency_key = ${_COLUMNS.index('idempotency_key') + 1} "
+                f"AND expires_at <= {now_create})) "
                 f"INSERT INTO {tasks} AS t ({', '.join(write_columns)}) VALUES ({placeholders}) "
                 "ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO UPDATE SET "
                 + ", ".join(f"{c} = EXCLUDED.{c}" for c in write_columns)
@@ -396,6 +419,24 @@ class PostgresTaskStore:
             "replace_and_publish": (
                 f"WITH changed AS ({update} RETURNING task_id) "
                 f"SELECT pg_notify(${len(write_columns) + 2}, ${len(write_columns) + 3}) FROM changed"
+            ),
+            # one round trip: whether the task is live, and the entry stored at the position (NULL:
+            # the one given, no row: a gap). A repeated position "updates" the row to itself, which
+            # waits for a concurrent first writer and returns what it wrote.
+            "append_journal": (
+                f"WITH live AS (SELECT task_id FROM {tasks} WHERE task_id = $1::text AND {NOT_TERMINAL} "
+                f"AND {_UNEXPIRED.format(now='$4::double precision')}), "
+                f"written AS (INSERT INTO {s}.journal AS j (task_id, position, entry) "
+                "SELECT task_id, $2::integer, $3::text FROM live WHERE $2::integer = 0 OR EXISTS "
+                f"(SELECT 1 FROM {s}.journal WHERE task_id = $1::text AND position = $2::integer - 1) "
+                "ON CONFLICT (task_id, position) DO UPDATE SET entry = j.entry "
+                "RETURNING CASE WHEN j.entry = $3::text THEN NULL ELSE j.entry END AS stored) "
+                "SELECT EXISTS (SELECT 1 FROM live), EXISTS (SELECT 1 FROM written), "
+                "(SELECT stored FROM written)"
+            ),
+            "read_journal": (
+                f"SELECT j.entry FROM {s}.journal AS j JOIN {tasks} AS t ON t.task_id = j.task_id "
+                f"WHERE j.task_id = $1 AND {_UNEXPIRED.format(now='$2')} ORDER BY j.position"
             ),
             "list_active": (
                 f"SELECT {_RETURNED} FROM {tasks} WHERE {ACTIVE} AND {_UNEXPIRED.format(now='$1')} "
@@ -735,6 +776,38 @@ class PostgresTaskStore:
             float(older_than),
         )
         return _row_count(status)
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """Store `entry` at `position` of the task's journal, or return the entry already there
+        (one statement, one round trip); None when the task is unknown, expired or terminal;
+        `ValueError` for a gap."""
+        check_journal_append(position, entry)
+        if position > _MAX_POSITION:
+            raise ValueError(journal_gap(task_id, position))
+        if "\x00" in task_id:
+            return None  # no task has such an id (`create` refuses it)
+        if "\x00" in entry:
+            raise ValueError(
+                f"journal entry of task {task_id!r} contains a NUL character, which PostgreSQL cannot store"
+            )
+        try:
+            row = await self._pool().fetchrow(
+                self._sql["append_journal"], task_id, position, entry, time.time()
+            )
+        except asyncpg.ForeignKeyViolationError:
+            return None  # the task was deleted while the entry was written
+        assert row is not None
+        live, written, stored = row[0], row[1], row[2]
+        if not live:
+            return None
+        if not written:
+            raise ValueError(journal_gap(task_id, position))
+        return entry if stored is None else str(stored)
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        """The task's entries in position order (empty when the task is unknown or expired)."""
+        rows = await self._pool().fetch(self._sql["read_journal"], task_id, time.time())
+        return [str(row[0]) for row in rows]
 
     async def publish(self, task_id: str) -> None:
         """`pg_notify` the id to every subscriber of this schema, in any process."""

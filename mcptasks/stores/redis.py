@@ -22,6 +22,8 @@ Key layout (`P` is the `prefix`, default `mcptasks`):
 - `P:active` -- sorted set of `working` / `input_required` task ids, score `created_at`.
 - `P:queued` -- the subset of `P:active` with `runner` None (what `claim` takes), same score.
 - `P:expiry` -- sorted set of the ids of records with a TTL, score `expires_at`.
+- `P:journal:{task_id}` -- list: the task's journal entries (`KeepsJournal`), position = index;
+  same Redis expiry as the task's key, deleted with the record.
 - `P:idem:{sha256(owner)[:32]}:{key}` -- string: the id of the task holding that owner's
   idempotency key; same Redis expiry as the task's key.
 - `P:runners` -- sorted set of engine instance ids, score: heartbeat expiry (epoch seconds).
@@ -31,9 +33,9 @@ Key layout (`P` is the `prefix`, default `mcptasks`):
   publishes right after its write).
 
 Every write that must be atomic (`create` with its idempotency check, the compare-and-set
-`replace`, `claim`, `delete_expired`) is one Lua script. Some scripts derive task keys from ids
-they read, so the store targets a standalone Redis (or Sentinel / a managed primary); it is not
-written for Redis Cluster.
+`replace`, `claim`, `delete_expired`, `purge`, `append_journal`) is one Lua script. Some scripts
+derive task keys from ids they read, so the store targets a standalone Redis (or Sentinel / a
+managed primary); it is not written for Redis Cluster.
 
 Times are this host's `time.time()`, as with the other stores: keep the clocks of the hosts
 sharing a store in sync (the Redis server's clock only drives the backstop key expiry).
@@ -56,7 +58,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
-from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats, check_purge, page_of, stats_of
+from mcptasks.stores.admin import (
+    TaskPage,
+    TaskQuery,
+    TaskStats,
+    check_journal_append,
+    check_purge,
+    journal_gap,
+    page_of,
+    stats_of,
+)
 from mcptasks.stores.base import TaskExists, TaskRecord
 from mcptasks.stores.url import MissingExtra, redact_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -128,7 +139,8 @@ _RESUBSCRIBE_BACKOFF = (0.1, 5.0)
 # 6 status, 7 "1" if active, 8 "1" if runner is set, 9 runner, 10 created_at, 11 expires_at or "",
 # 12 key expiry (epoch ms) or "", 13 idempotency key name or "", 14 task key prefix;
 # replace adds 15 expected version, and replace_and_publish 16 channel, 17 message.
-# create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 idempotency key (when ARGV[13]).
+# create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 journal, 6 idempotency key (when
+# ARGV[13]).
 # Numbers travel as the strings Python formatted (repr of floats) and are never turned back into
 # strings by Lua, whose number formatting would lose precision.
 
@@ -170,8 +182,10 @@ local function write_record(task, id)
   end
   if ARGV[12] ~= '' then
     redis.call('PEXPIREAT', task, ARGV[12])
+    redis.call('PEXPIREAT', KEYS[5], ARGV[12])  -- the journal (if any) goes with its record
   else
     redis.call('PERSIST', task)
+    redis.call('PERSIST', KEYS[5])
   end
   if ARGV[7] == '1' then
     redis.call('ZADD', KEYS[2], ARGV[10], id)
@@ -186,10 +200,10 @@ local function write_record(task, id)
   end
 end
 
--- The unexpired task other than `id` holding the idempotency key KEYS[5], as
+-- The unexpired task other than `id` holding the idempotency key KEYS[6], as
 -- {task_id, body, version, runner}, or false.
 local function live_holder(id, now)
-  local holder = redis.call('GET', KEYS[5])
+  local holder = redis.call('GET', KEYS[6])
   if not holder or holder == id then
     return false
   end
@@ -201,9 +215,9 @@ local function live_holder(id, now)
 end
 
 local function take_idem(id)
-  redis.call('SET', KEYS[5], id)
+  redis.call('SET', KEYS[6], id)
   if ARGV[12] ~= '' then
-    redis.call('PEXPIREAT', KEYS[5], ARGV[12])
+    redis.call('PEXPIREAT', KEYS[6], ARGV[12])
   end
 end
 """
@@ -224,6 +238,7 @@ if ARGV[13] ~= '' then
     return {'held', holder[2], holder[3], holder[4]}
   end
 end
+redis.call('DEL', KEYS[5])  -- a new record starts with an empty journal
 write_record(KEYS[1], id)
 if ARGV[13] ~= '' then
   take_idem(id)
@@ -313,7 +328,8 @@ return out
 """
 )
 
-# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 now, 2 batch size, 3 task key prefix.
+# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 now, 2 batch size, 3 task key prefix, 4 journal key
+# prefix.
 _DELETE_EXPIRED_LUA = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(ids) do
@@ -322,7 +338,7 @@ for _, id in ipairs(ids) do
   if idem and redis.call('GET', idem) == id then
     redis.call('DEL', idem)
   end
-  redis.call('DEL', key)
+  redis.call('DEL', key, ARGV[4] .. id)
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[3], id)
@@ -330,13 +346,14 @@ end
 return #ids
 """
 
-# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 task key prefix, 2.. task ids. Deletes the listed
+# KEYS: 1 expiry, 2 active, 3 queued. ARGV: 1 task key prefix, 2 journal key prefix, 3.. task ids.
+# Deletes the listed
 # records that are terminal (a terminal record never changes, so the caller's filter still holds).
 _PURGE_LUA = (
     _STATUS_LUA
     + """
 local n = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local id = ARGV[i]
   local key = ARGV[1] .. id
   local h = redis.call('HMGET', key, 'status', 'idem')
@@ -344,7 +361,7 @@ for i = 2, #ARGV do
     if h[2] and redis.call('GET', h[2]) == id then
       redis.call('DEL', h[2])
     end
-    redis.call('DEL', key)
+    redis.call('DEL', key, ARGV[2] .. id)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
@@ -352,6 +369,32 @@ for i = 2, #ARGV do
   end
 end
 return n
+"""
+)
+
+# KEYS: 1 task, 2 journal. ARGV: 1 position, 2 entry, 3 now. Returns {'none'} (unknown, expired or
+# terminal task), {'gap', length}, {'appended'}, or {'stored', entry} (the position was taken).
+_APPEND_JOURNAL_LUA = (
+    _STATUS_LUA
+    + """
+local h = redis.call('HMGET', KEYS[1], 'status', 'expires', 'version')
+if not h[3] or TERMINAL[h[1]] or (h[2] and tonumber(h[2]) <= tonumber(ARGV[3])) then
+  return {'none'}
+end
+local position = tonumber(ARGV[1])
+local length = redis.call('LLEN', KEYS[2])
+if position < length then
+  return {'stored', redis.call('LINDEX', KEYS[2], position)}
+end
+if position > length then
+  return {'gap', length}
+end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])  -- the journal expires with its record
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {'appended'}
 """
 )
 
@@ -476,6 +519,7 @@ class RedisTaskStore:
         self._state: Literal["new", "opening", "open", "closed"] = "new"
         self._subscriptions: set[_Subscription] = set()
         self._task_prefix = f"{prefix}:task:"
+        self._journal_prefix = f"{prefix}:journal:"
         self._active = f"{prefix}:active"
         self._epoch_key = f"{prefix}:epoch"
         self._queued = f"{prefix}:queued"
@@ -487,6 +531,7 @@ class RedisTaskStore:
         self._claim_script: AsyncScript | None = None
         self._delete_script: AsyncScript | None = None
         self._purge_script: AsyncScript | None = None
+        self._append_script: AsyncScript | None = None
 
     @property
     def url(self) -> str:
@@ -557,6 +602,7 @@ class RedisTaskStore:
         self._claim_script = client.register_script(_CLAIM_LUA)
         self._delete_script = client.register_script(_DELETE_EXPIRED_LUA)
         self._purge_script = client.register_script(_PURGE_LUA)
+        self._append_script = client.register_script(_APPEND_JOURNAL_LUA)
         self._state = "open"
 
     async def open_existing(self, *, migrate: bool = False) -> None:
@@ -609,6 +655,7 @@ class RedisTaskStore:
                 key_expiry = str(expiry_ms)
         idem = "" if record.idempotency_key is None else self._idem_key(record.owner, record.idempotency_key)
         keys = [self._key(record.task_id), self._active, self._queued, self._expiry]
+        keys.append(self._journal_prefix + record.task_id)
         if idem:
             keys.append(idem)
         args = [
@@ -720,7 +767,11 @@ class RedisTaskStore:
         keys = [self._expiry, self._active, self._queued]
         total = 0
         while True:
-            deleted = int(await script(keys=keys, args=[_float(now), _DELETE_BATCH, self._task_prefix]))
+            deleted = int(
+                await script(
+                    keys=keys, args=[_float(now), _DELETE_BATCH, self._task_prefix, self._journal_prefix]
+                )
+            )
             total += deleted
             if deleted < _DELETE_BATCH:
                 return total
@@ -820,9 +871,39 @@ class RedisTaskStore:
         total = 0
         for start in range(0, len(ids), _DELETE_BATCH):
             total += int(
-                await script(keys=keys, args=[self._task_prefix, *ids[start : start + _DELETE_BATCH]])
+                await script(
+                    keys=keys,
+                    args=[self._task_prefix, self._journal_prefix, *ids[start : start + _DELETE_BATCH]],
+                )
             )
         return total
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """Store `entry` at `position` of the task's journal, or return the entry already there
+        (one script, so concurrent appenders of a position agree); None when the task is unknown,
+        expired or terminal; `ValueError` for a gap."""
+        check_journal_append(position, entry)
+        self._require_open()
+        keys = [self._key(task_id), self._journal_prefix + task_id]
+        args = [str(position), entry, _float(time.time())]
+        reply = cast(list[Any], await self._script(self._append_script)(keys=keys, args=args))
+        outcome = _text(reply[0])
+        if outcome == "none":
+            return None
+        if outcome == "gap":
+            raise ValueError(journal_gap(task_id, position, int(reply[1])))
+        return entry if outcome == "appended" else _text(reply[1])
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        """The task's entries in position order (empty when the task is unknown or expired)."""
+        client = self._require_open()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.hmget(self._key(task_id), ["version", "expires"])
+            pipe.lrange(self._journal_prefix + task_id, 0, -1)
+            (version, expires), entries = await pipe.execute()
+        if version is None or (expires is not None and float(expires) <= time.time()):
+            return []
+        return [_text(entry) for entry in entries]
 
     async def publish(self, task_id: str) -> None:
         """Announce `task_id` on the channel: reaches subscribers in every process sharing it."""

@@ -44,8 +44,10 @@ from mcptasks.stores.admin import (
     TaskPage,
     TaskQuery,
     TaskStats,
+    check_journal_append,
     check_limit,
     check_purge,
+    journal_gap,
     split_page,
     stats_from_rows,
 )
@@ -55,7 +57,7 @@ __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema this code writes, recorded in the file's `PRAGMA user_version`."""
 
 MAX_BATCH = 512
@@ -98,6 +100,20 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX tasks_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key IS NOT NULL",
         "CREATE INDEX tasks_queued ON tasks (created_at) WHERE runner IS NULL",
         "CREATE TABLE runners (runner TEXT PRIMARY KEY NOT NULL, expires_at REAL NOT NULL)",
+    ),
+    # 2 -> 3: the journal of durable bodies, deleted with its task by a trigger (every path that
+    # deletes a task row: expiry, purge).
+    (
+        """
+        CREATE TABLE journal (
+            task_id  TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            entry    TEXT NOT NULL,
+            PRIMARY KEY (task_id, position)
+        )
+        """,
+        "CREATE TRIGGER tasks_journal AFTER DELETE ON tasks BEGIN "
+        "DELETE FROM journal WHERE task_id = old.task_id; END",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -673,6 +689,52 @@ class SqliteTaskStore:
             return conn.execute(sql, (*chosen, float(older_than))).rowcount
 
         return await self._execute(delete, write=True)
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """Store `entry` at `position` of the task's journal, or return the entry already there,
+        in one transaction; None when the task is unknown, expired or terminal; `ValueError` for a
+        gap."""
+        check_journal_append(position, entry)
+        now = time.time()
+
+        def append(conn: sqlite3.Connection) -> str | None:
+            live = conn.execute(
+                f"SELECT 1 FROM tasks WHERE task_id = ? AND {NOT_TERMINAL} AND {_UNEXPIRED}", (task_id, now)
+            ).fetchone()
+            if live is None:
+                return None
+            stored = conn.execute(
+                "SELECT entry FROM journal WHERE task_id = ? AND position = ?", (task_id, position)
+            ).fetchone()
+            if stored is not None:
+                return str(stored[0])
+            if (
+                position > 0
+                and not conn.execute(
+                    "SELECT 1 FROM journal WHERE task_id = ? AND position = ?", (task_id, position - 1)
+                ).fetchone()
+            ):
+                raise ValueError(journal_gap(task_id, position))
+            conn.execute(
+                "INSERT INTO journal (task_id, position, entry) VALUES (?, ?, ?)", (task_id, position, entry)
+            )
+            return entry
+
+        return await self._execute(append, write=True, point=True)
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        """The task's entries in position order (empty when the task is unknown or expired)."""
+        now = time.time()
+
+        def select(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                f"SELECT j.entry FROM journal AS j JOIN tasks ON tasks.task_id = j.task_id "
+                f"WHERE j.task_id = ? AND {_UNEXPIRED} ORDER BY j.position",
+                (task_id, now),
+            )
+            return [str(row[0]) for row in rows]
+
+        return await self._execute(select, write=False, point=True)
 
     async def publish(self, task_id: str) -> None:
         """Wake the subscribers of this process (not other processes sharing the file)."""

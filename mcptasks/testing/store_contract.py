@@ -23,13 +23,15 @@ provide a `store` fixture that yields an open, *empty* store and closes it after
 
 Records used here hold JSON-able data only (dicts, lists, str, int, float, bool, None), and every
 field, floats included, must come back exactly as written. `close` must be idempotent (the
-persistence tests close the fixture's store before the fixture does). Nothing here synchronises
-by sleeping; waits are bounded by the generous `timeout`. To run on trio as well, override the
-`anyio_backend` fixture (e.g. `params=["asyncio", "trio"]`).
+persistence tests close the fixture's store before the fixture does). The journal tests run when
+the store implements `KeepsJournal` (`append_journal`, `read_journal`) and skip otherwise.
+Nothing here synchronises by sleeping; waits are bounded by the generous `timeout`. To run on trio
+as well, override the `anyio_backend` fixture (e.g. `params=["asyncio", "trio"]`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -39,7 +41,7 @@ import anyio
 import pytest
 
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import TaskExists, TaskRecord, TaskStore
+from mcptasks.stores.base import KeepsJournal, TaskExists, TaskRecord, TaskStore
 
 __all__ = ["StoreContract"]
 
@@ -863,3 +865,177 @@ class StoreContract:
         assert (await store.get(record.task_id)) == record
         claimed = await store.claim("runner-t", 10)
         assert [r.trace for r in claimed] == [carrier]
+
+    @pytest.mark.anyio
+    async def test_status_history_round_trips(self, store: TaskStore) -> None:
+        """`status_history` lives in the record like `transitions`, through create, replace and claim."""
+        record = await store.create(_record(status_message="queued", status_history=[[1.5, "queued"]]))
+        assert await store.get(record.task_id) == record
+        moved = record.evolve(status_message="step 1 of 3 — " + UNICODE)
+        assert len(moved.status_history) == 2
+        assert await store.replace(moved, expected_version=record.version)
+        stored = await store.get(record.task_id)
+        assert stored is not None and stored.status_history == moved.status_history
+        (claimed,) = await store.claim("runner-h", 10)
+        assert claimed.status_history == moved.status_history
+
+    # == the journal (`KeepsJournal`, optional): what durable bodies replay from ================
+
+    def _journal(self, store: TaskStore) -> KeepsJournal:
+        """`store` as a `KeepsJournal`; skips the test when the store keeps no journal."""
+        if not isinstance(store, KeepsJournal):
+            pytest.skip("the store keeps no journal (no append_journal / read_journal)")
+        return store
+
+    @pytest.mark.anyio
+    async def test_journal_appends_and_reads_back_in_order(self, store: TaskStore) -> None:
+        """Entries come back as written, in position order; a fresh or unknown task has none."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        assert await journal.read_journal(record.task_id) == []
+        assert await journal.read_journal(_new_id()) == []
+        entries = [
+            json.dumps({"kind": "step", "name": "build", "value": {"n": 2**53 + 1, "x": 0.1}}),
+            json.dumps({"kind": "ask", "name": "confirm", "text": UNICODE}, ensure_ascii=False),
+            json.dumps({"kind": "answer", "name": "confirm", "value": None}),
+        ]
+        for position, entry in enumerate(entries):
+            assert await journal.append_journal(record.task_id, position, entry) == entry
+        assert await journal.read_journal(record.task_id) == entries
+        other = await store.create(_record())
+        assert await journal.read_journal(other.task_id) == []  # journals are per task
+
+    @pytest.mark.anyio
+    async def test_journal_repeated_append_returns_the_first_entry(self, store: TaskStore) -> None:
+        """A position is written once: appending it again stores nothing and returns the first."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        assert await journal.append_journal(record.task_id, 0, '"first"') == '"first"'
+        assert await journal.append_journal(record.task_id, 0, '"second"') == '"first"'
+        assert await journal.append_journal(record.task_id, 0, '"first"') == '"first"'
+        assert await journal.append_journal(record.task_id, 1, '"next"') == '"next"'
+        assert await journal.append_journal(record.task_id, 0, '"third"') == '"first"'
+        assert await journal.read_journal(record.task_id) == ['"first"', '"next"']
+
+    @pytest.mark.anyio
+    async def test_journal_concurrent_appends_of_one_position_agree(self, store: TaskStore) -> None:
+        """Ten concurrent appenders of one position all get the entry of whichever came first."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        results: list[str | None] = []
+
+        async def append(n: int) -> None:
+            results.append(await journal.append_journal(record.task_id, 0, json.dumps({"writer": n})))
+
+        with anyio.fail_after(self.timeout):
+            async with anyio.create_task_group() as group:
+                for n in range(10):
+                    group.start_soon(append, n)
+        stored = await journal.read_journal(record.task_id)
+        assert len(stored) == 1 and results == stored * 10
+
+    @pytest.mark.anyio
+    async def test_journal_refuses_a_gap(self, store: TaskStore) -> None:
+        """A position beyond the end (or a negative one) raises `ValueError` and stores nothing."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        with pytest.raises(ValueError):
+            await journal.append_journal(record.task_id, 1, '"early"')
+        assert await journal.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+        with pytest.raises(ValueError):
+            await journal.append_journal(record.task_id, 2, '"early"')
+        with pytest.raises(ValueError):
+            await journal.append_journal(record.task_id, -1, '"negative"')
+        assert await journal.read_journal(record.task_id) == ['"zero"']
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("final", ["completed", "failed", "cancelled"])
+    async def test_journal_of_a_terminal_task_is_closed(self, store: TaskStore, final: str) -> None:
+        """A terminal task's journal stays readable, but takes no entry (not even a repeat)."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        assert await journal.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+        assert await store.replace(record.evolve(status=final), expected_version=record.version)
+        assert await journal.append_journal(record.task_id, 1, '"one"') is None
+        assert await journal.append_journal(record.task_id, 0, '"zero"') is None
+        assert await journal.read_journal(record.task_id) == ['"zero"']
+        born_final = await store.create(_record(status=final))
+        assert await journal.append_journal(born_final.task_id, 0, '"zero"') is None
+        assert await journal.read_journal(born_final.task_id) == []
+
+    @pytest.mark.anyio
+    async def test_journal_of_an_unknown_or_expired_task_takes_nothing(self, store: TaskStore) -> None:
+        """Unknown and expired tasks take no entry; an expired task's journal reads empty."""
+        journal = self._journal(store)
+        unknown = _new_id()
+        assert await journal.append_journal(unknown, 0, '"zero"') is None
+        assert await journal.read_journal(unknown) == []
+        expired = await store.create(_record(created_at=time.time() - 60, ttl_ms=1))
+        assert await journal.append_journal(expired.task_id, 0, '"zero"') is None
+        assert await journal.read_journal(expired.task_id) == []
+
+    @pytest.mark.anyio
+    async def test_journal_is_deleted_with_an_expired_record(self, store: TaskStore) -> None:
+        """`delete_expired` removes the journal with the record: a record created again under
+        the same id starts with an empty journal."""
+        journal = self._journal(store)
+        now = time.time()
+        record = await store.create(_record(created_at=now, ttl_ms=60_000))
+        kept = await store.create(_record(created_at=now, ttl_ms=3_600_000))
+        for task in (record, kept):
+            assert await journal.append_journal(task.task_id, 0, '"zero"') == '"zero"'
+            assert await journal.append_journal(task.task_id, 1, '"one"') == '"one"'
+        assert await store.delete_expired(now + 61) == 1
+        assert await journal.read_journal(record.task_id) == []
+        assert await journal.read_journal(kept.task_id) == ['"zero"', '"one"']
+        again = await store.create(_record(task_id=record.task_id))
+        assert await journal.read_journal(again.task_id) == []
+        assert await journal.append_journal(again.task_id, 0, '"new"') == '"new"'
+        assert await journal.read_journal(again.task_id) == ['"new"']
+
+    @pytest.mark.anyio
+    async def test_journal_is_deleted_with_a_purged_record(self, store: TaskStore) -> None:
+        """`purge` removes the journal with the record (checked as for `delete_expired`)."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        assert await journal.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+        assert await store.replace(record.evolve(status="completed"), expected_version=record.version)
+        assert await store.purge({"completed"}, time.time() + 1) == 1
+        assert await journal.read_journal(record.task_id) == []
+        again = await store.create(_record(task_id=record.task_id))
+        assert await journal.read_journal(again.task_id) == []
+        assert await journal.append_journal(again.task_id, 0, '"new"') == '"new"'
+
+    @pytest.mark.anyio
+    async def test_journal_holds_a_large_entry_and_many_entries(self, store: TaskStore) -> None:
+        """An entry of 1 MiB and a journal of 1,000 entries round-trip (the engine's bounds are
+        1 MiB per entry and 10,000 entries)."""
+        journal = self._journal(store)
+        record = await store.create(_record())
+        big = json.dumps({"kind": "step", "name": "big", "value": "é" * 10 + "x" * (1024 * 1024 - 64)})
+        assert len(big.encode()) >= 1024 * 1024 - 16
+        assert await journal.append_journal(record.task_id, 0, big) == big
+        entries = [big] + [json.dumps({"kind": "step", "name": f"s{i}", "value": i}) for i in range(1, 1000)]
+        for position in range(1, 1000):
+            assert (
+                await journal.append_journal(record.task_id, position, entries[position]) == entries[position]
+            )
+        assert await journal.read_journal(record.task_id) == entries
+        assert await journal.append_journal(record.task_id, 0, '"other"') == big
+
+    @pytest.mark.anyio
+    async def test_journal_survives_a_restart(self, store: TaskStore) -> None:
+        """A durable store's journal is there for another instance and after a restart."""
+        self._require_durable()
+        journal = self._journal(store)
+        record = await store.create(_record())
+        assert await journal.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+        await store.close()
+        reopened = await self.reopen(store)
+        try:
+            again = self._journal(reopened)
+            assert await again.read_journal(record.task_id) == ['"zero"']
+            assert await again.append_journal(record.task_id, 0, '"other"') == '"zero"'
+            assert await again.append_journal(record.task_id, 1, '"one"') == '"one"'
+        finally:
+            await reopened.close()

@@ -18,7 +18,9 @@ from operator_stores import store_url, workload
 from mcptasks import SqliteTaskStore, TaskRecord
 from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
 from mcptasks.cli.main import main
+from mcptasks.stores.base import KeepsJournal
 from mcptasks.stores.sqlite import SCHEMA_VERSION
+from mcptasks.stores.url import store_from_url
 
 __all__ = ["store_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -150,6 +152,79 @@ def test_show_and_stats_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["TOOL", "WORKING", "INPUT_REQUIRED", "FAILED", "TOTAL"]
     assert "(all)" in out and "oldest active:" in out and "2h0" in out and "live runners: none" in out
+
+
+async def _seed_journal(url: str, record: TaskRecord, entries: list[str]) -> None:
+    """Write `record` and its journal `entries` into the store `url` names (creating it)."""
+    store = store_from_url(url)
+    await store.open()
+    try:
+        await store.create(record)
+        assert isinstance(store, KeepsJournal)
+        for position, entry in enumerate(entries):
+            assert await store.append_journal(record.task_id, position, entry) == entry
+    finally:
+        await store.close()
+
+
+_JOURNAL = [
+    json.dumps({"kind": "step", "name": "build", "value": {"artifact": "app.tar", "bytes": 1234}}),
+    json.dumps({"kind": "ask", "name": "confirm", "request": {"message": "ship \x1b[31mit\x1b[0m?"}}),
+    json.dumps({"kind": "answer", "name": "confirm", "value": {"action": "accept", "text": "y" * 500}}),
+    json.dumps(["not", "an", "object"]),
+]
+
+
+@pytest.mark.anyio
+async def test_show_prints_the_journal(store_url: str) -> None:
+    record = TaskRecord(task_id="t-journal", owner=OWNER, tool="deploy")
+    await _seed_journal(store_url, record, _JOURNAL)
+    code, out, err = await admin("show", "t-journal", "--store", store_url)
+    assert code == 0, err
+    hidden = out[out.index("Journal (4 entries):") :].splitlines()
+    assert [line.split() for line in hidden[1:]] == [
+        ["0", "step", "build"],
+        ["1", "ask", "confirm"],
+        ["2", "answer", "confirm"],
+        ["3", "-", "-", '"(hidden:', "--result", "shows", 'it)"'],
+    ]
+    assert "app.tar" not in out  # a step's value is a result: shown with --result only
+    assert (await admin_json("show", "t-journal", "--store", store_url))["journal"][0] == {
+        "kind": "step",
+        "name": "build",
+    }
+    code, out, err = await admin("show", "t-journal", "--result", "--store", store_url)
+    assert code == 0, err
+    section = out[out.index("Journal (4 entries):") :].splitlines()
+    assert len(section) == 5
+    assert section[1].split(None, 3) == [
+        "0",
+        "step",
+        "build",
+        '{"value":{"artifact":"app.tar","bytes":1234}}',
+    ]
+    assert section[2].split()[:3] == ["1", "ask", "confirm"] and "\x1b" not in section[2]
+    assert "\\u001b[31mit" in section[2]  # escaped, it cannot drive the terminal
+    answer = section[3].split(None, 3)
+    assert answer[:3] == ["2", "answer", "confirm"] and len(answer[3]) == 120 and answer[3].endswith("…")
+    assert section[4].split(None, 3) == ["3", "-", "-", '["not","an","object"]']
+    shown = await admin_json("show", "t-journal", "--result", "--store", store_url)
+    assert shown["journal"] == [json.loads(entry) for entry in _JOURNAL]
+    assert shown["taskId"] == "t-journal"
+
+
+@pytest.mark.anyio
+async def test_show_without_a_journal_prints_none(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    await _seed_journal(url, TaskRecord(task_id="t-plain", owner=OWNER, tool="deploy"), [])
+    code, out, err = await admin("show", "t-plain", "--store", url)
+    assert code == 0, err
+    assert "Journal" not in out and "timeline:" in out
+    assert "journal" not in await admin_json("show", "t-plain", "--store", url)
+    one = TaskRecord(task_id="t-one", owner=OWNER, tool="deploy")
+    await _seed_journal(url, one, [json.dumps({"kind": "step", "name": "only"})])
+    code, out, err = await admin("show", "t-one", "--store", url)
+    assert code == 0 and "Journal (1 entry):\n  0  step  only\n" in out, (out, err)
 
 
 @pytest.mark.parametrize(

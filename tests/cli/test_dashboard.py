@@ -501,6 +501,7 @@ def test_the_app_refuses_unusable_settings() -> None:
         ({"token": TOKEN, "allowed_hosts": []}, "at least one host"),
         ({"token": TOKEN, "allowed_hosts": "ops.example"}, "not one string"),
         ({"token": TOKEN, "allowed_hosts": ["ops.example", " "]}, "empty"),
+        ({"redact_arguments": "password"}, "not one string"),
     ):
         with pytest.raises(ValueError, match=message):
             dashboard_app("sqlite:///unused.db", **options)
@@ -551,3 +552,269 @@ def test_the_screenshot_script_saves_both_pictures(tmp_path: Path) -> None:
     for name in ("dashboard.png", "dashboard-task.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
+
+
+HOSTILE = "<script>alert('x')</script>"
+ASKED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        f"who{HOSTILE}": {"type": "string", "description": f"<img src=x onerror=alert(1)>{HOSTILE}"},
+        "window": {"type": "string", "enum": ["now", HOSTILE], "default": "now"},
+        "canary": {"type": "integer", "minimum": 1, "maximum": 100},
+    },
+    "required": [f"who{HOSTILE}"],
+}
+
+
+async def seed_operator_store(path: Path, now: float) -> dict[str, str]:
+    """A SQLite store with an input-waiting task (hostile arguments, status messages and schema,
+    a secret argument), a finished one (known duration) and a working one; their ids by state."""
+    from mcptasks import SqliteTaskStore, TaskRecord
+
+    store = SqliteTaskStore(path)
+    await store.open()
+    try:
+        waiting = TaskRecord(
+            task_id="waiting-task-0001",
+            owner="alice",
+            tool="deploy",
+            created_at=now - 185,
+            arguments={
+                "env": HOSTILE,
+                "password": "hunter2-secret",
+                "options": {"API_KEY": "k-secret-9", "retries": 3},
+            },
+            runner="replica-a",
+        )
+        for i in range(25):  # more than MAX_STATUS_HISTORY messages, through evolve
+            waiting = waiting.evolve(status_message=f"step {i}: {HOSTILE}", updated_at=now - 180 + i)
+        waiting = waiting.evolve(
+            status="input_required",
+            input_requests={
+                "input-1": {
+                    "method": "elicitation/create",
+                    "params": {"message": f"Deploy? {HOSTILE}", "requestedSchema": ASKED_SCHEMA},
+                },
+                "input-2": {"method": "sampling/createMessage", "params": {"maxTokens": 5, "note": HOSTILE}},
+            },
+            updated_at=now - 150,
+        )
+        finished = TaskRecord(
+            task_id="finished-task-0002",
+            owner="bob",
+            tool="report",
+            status="completed",
+            created_at=now - 900,
+            updated_at=now - 700,
+            transitions=[[now - 700, "completed", None]],
+            result={"content": [{"type": "text", "text": "42 rows"}]},
+        )
+        working = TaskRecord(task_id="working-task-0003", owner="bob", tool="report", created_at=now - 30)
+        for record in (waiting, finished, working):
+            await store.create(record)
+    finally:
+        await store.close()
+    return {"input_required": waiting.task_id, "completed": finished.task_id, "working": working.task_id}
+
+
+EMPTY_LOOKING = ("null", "{}", "[]", "None", "undefined")
+
+
+@pytest.mark.anyio
+async def test_the_detail_view_shows_arguments_history_and_questions_as_text(tmp_path: Path) -> None:
+    import time
+
+    from mcptasks.stores.base import MAX_STATUS_HISTORY
+
+    executable = chromium_or_skip()
+    db = tmp_path / "tasks.db"
+    ids = await seed_operator_store(db, time.time())
+    url = f"sqlite:///{db}"
+    waiting, finished = ids["input_required"], ids["completed"]
+    with dashboard(url, tmp_path, env={"MCPTASKS_DASHBOARD_REDACT": "password, api_key"}) as base:
+        # the API: masked arguments (the secrets never leave the server), the status history
+        status, body, _ = await run(http, "GET", f"{base}api/tasks/{waiting}")
+        assert status == 200 and "hunter2" not in body and "k-secret-9" not in body
+        task = json.loads(body)
+        assert task["arguments"] == {
+            "env": HOSTILE,
+            "password": "\u2022\u2022\u2022 (redacted)",
+            "options": {"API_KEY": "\u2022\u2022\u2022 (redacted)", "retries": 3},
+        }
+        history = task["statusHistory"]
+        assert len(history) == MAX_STATUS_HISTORY
+        assert [h["statusMessage"] for h in history] == [f"step {i}: {HOSTILE}" for i in range(5, 25)]
+        assert all(h["at"].endswith("Z") for h in history)
+        assert task["endedAt"] is None and task["durationSeconds"] >= 185
+        # a finished task's duration is created to ended, and stays so
+        done = json.loads((await run(http, "GET", f"{base}api/tasks/{finished}"))[1])
+        assert done["durationSeconds"] == 200.0 and done["endedAt"] is not None
+        # the server's HTML: every hostile text escaped, no secret, no empty-looking field
+        status, page, _ = await run(http, "GET", f"{base}tasks/{waiting}")
+        assert status == 200 and "hunter2" not in page and "k-secret-9" not in page
+        assert HOSTILE not in page and "<img" not in page
+        assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+        for text in EMPTY_LOOKING:
+            assert f">{text}<" not in page, text
+
+        browser = await run(Browser, executable)
+        try:
+            js = browser.evaluate
+            for task_id in (waiting, finished, ids["working"]):
+                await run(browser.open, f"{base}tasks/{task_id}")
+                await run(browser.wait_until, "Number(document.body.dataset.updates) >= 1")
+                # no script or image made from the task's data, no empty field, no empty section
+                assert await run(js, "document.querySelectorAll('main script, main img, main b').length") == 0
+                values = await run(js, "[...document.querySelectorAll('#fields dd')].map(d => d.textContent)")
+                assert values and all(v.strip() and v.strip() not in EMPTY_LOOKING for v in values), values
+                shown = await run(
+                    js,
+                    "[...document.querySelectorAll('section')].filter(s => !s.hidden).map(s => s.id)",
+                )
+                for section in shown:
+                    text = await run(
+                        js, f"document.querySelector('#{section} > :not(h2)').textContent.trim()"
+                    )
+                    assert text and text not in EMPTY_LOOKING, section
+                labels = await run(js, "[...document.querySelectorAll('#fields dt')].map(d => d.textContent)")
+                if task_id == finished:
+                    assert shown == [] and "Ended" in labels and "Message" not in labels
+                    assert (
+                        await run(js, "document.getElementById('d-durationSeconds').textContent")
+                        == "3 min 20 s"
+                    )
+                    assert (await run(js, "document.getElementById('result').textContent")).count(
+                        "42 rows"
+                    ) == 1
+                elif task_id == ids["working"]:
+                    assert shown == [] and "Ended" not in labels
+                    assert "(running)" in await run(
+                        js, "document.getElementById('d-durationSeconds').textContent"
+                    )
+            await run(browser.open, f"{base}tasks/{waiting}")
+            await run(browser.wait_until, "Number(document.body.dataset.updates) >= 1")
+            assert await run(
+                js, "document.getElementById('d-createdAt').textContent.startsWith('3 min ago (')"
+            )
+            assert await run(js, "document.getElementById('s-error').hidden")
+            # the arguments, masked as asked
+            arguments = await run(
+                js,
+                "Object.fromEntries([...document.querySelectorAll('#arguments dt')].map(d => [d.textContent, d.nextElementSibling.textContent]))",
+            )
+            assert arguments == {
+                "env": HOSTILE,
+                "password": "\u2022\u2022\u2022 (redacted)",
+                "options": '{"API_KEY":"\u2022\u2022\u2022 (redacted)","retries":3}',
+            }
+            # the status history, newest first, as text
+            messages = await run(
+                js, "[...document.querySelectorAll('#history .message')].map(m => m.textContent)"
+            )
+            assert messages == [f"step {i}: {HOSTILE}" for i in range(24, 4, -1)]
+            assert await run(
+                js, "/^\\d\\d:\\d\\d:\\d\\d$/.test(document.querySelector('#history time').textContent)"
+            )
+            # the pending questions: key, method, message, and the schema as a table
+            questions = await run(
+                js,
+                """[...document.querySelectorAll('#inputs .question')].map(q => ({
+                    key: q.dataset.key,
+                    method: q.querySelector('.method').textContent,
+                    message: q.querySelector('.q-message')?.textContent ?? null,
+                    rows: [...q.querySelectorAll('.schema tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+                    params: q.querySelector('.q-params')?.textContent ?? null,
+                }))""",
+            )
+            assert questions[0] == {
+                "key": "input-1",
+                "method": "elicitation/create",
+                "message": f"Deploy? {HOSTILE}",
+                "rows": [
+                    [f"who{HOSTILE}", "string", "required", f"<img src=x onerror=alert(1)>{HOSTILE}"],
+                    ["window", f"string, one of: now, {HOSTILE}", "optional", "default: now"],
+                    ["canary", "integer, 1..100", "optional", ""],
+                ],
+                "params": None,
+            }
+            assert questions[1]["key"] == "input-2" and questions[1]["method"] == "sampling/createMessage"
+            assert json.loads(questions[1]["params"]) == {"maxTokens": 5, "note": HOSTILE}
+            assert await run(js, "document.querySelectorAll('#inputs img, #inputs script').length") == 0
+        finally:
+            await run(browser.close)
+
+    # --redact-arguments masks every value; without any setting, every value shows
+    with dashboard(url, tmp_path, extra=("--redact-arguments",)) as base:
+        body = (await run(http, "GET", f"{base}api/tasks/{waiting}"))[1]
+        masked = "\u2022\u2022\u2022 (redacted)"
+        assert json.loads(body)["arguments"] == {"env": masked, "password": masked, "options": masked}
+        page = (await run(http, "GET", f"{base}tasks/{waiting}"))[1]
+        assert "hunter2" not in page and "retries" not in page
+    with dashboard(url, tmp_path) as base:
+        shown = json.loads((await run(http, "GET", f"{base}api/tasks/{waiting}"))[1])["arguments"]
+        assert shown["password"] == "hunter2-secret"
+    logs = await run(lambda: "".join(log.read_text() for log in tmp_path.glob("dashboard-*.log")))
+    assert "arguments redacted: password, api_key" in logs and "every argument value redacted" in logs
+
+
+@pytest.mark.anyio
+async def test_the_overview_chart_spans_its_card_with_readable_axes(tmp_path: Path) -> None:
+    import time
+
+    executable = chromium_or_skip()
+    db = tmp_path / "tasks.db"
+    ids = await seed_operator_store(db, time.time())
+    with dashboard(f"sqlite:///{db}", tmp_path) as base:
+        data = json.loads((await run(http, "GET", f"{base}api/summary"))[1])
+        assert data["oldestActiveSeconds"] >= 185 and data["oldestActive"].endswith("Z")
+        rows = {t["taskId"]: t for t in data["tasks"]}
+        assert rows[ids["completed"]]["durationSeconds"] == 200.0 and rows[ids["completed"]]["endedAt"]
+        assert rows[ids["working"]]["endedAt"] is None
+        browser = await run(Browser, executable)
+        try:
+            js = browser.evaluate
+            await run(browser.open, base)
+            await run(browser.wait_until, "Number(document.body.dataset.updates) >= 1")
+            # the chart is as wide as its card's content box
+            widths = await run(
+                js,
+                """(() => { const card = document.querySelector('section.chart'), style = getComputedStyle(card);
+                  return [document.getElementById('chart').getBoundingClientRect().width,
+                          card.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)]; })()""",
+            )
+            assert widths[0] > 900 and abs(widths[0] - widths[1]) < 1, widths
+            # a y-axis with counts from 0, and clock times on the x-axis ending with "now"
+            y_ticks = await run(
+                js, "[...document.querySelectorAll('#chart .y-tick')].map(t => t.textContent)"
+            )
+            assert y_ticks[0] == "0" and len(y_ticks) >= 2 and all(t.isdigit() for t in y_ticks)
+            assert [int(t) for t in y_ticks] == sorted(int(t) for t in y_ticks)
+            x_ticks = await run(
+                js, "[...document.querySelectorAll('#chart .x-tick')].map(t => t.textContent)"
+            )
+            assert x_ticks[-1] == "now" and len(x_ticks) >= 4
+            assert all(len(t) == 5 and t[2] == ":" and t.replace(":", "").isdigit() for t in x_ticks[:-1])
+            # the chart follows the window's width
+            await run(
+                browser.call,
+                "Emulation.setDeviceMetricsOverride",
+                {"width": 800, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            )
+            await run(
+                browser.wait_until, "document.getElementById('chart').getBoundingClientRect().width < 800"
+            )
+            await run(
+                browser.wait_until,
+                "Number(document.getElementById('chart').getAttribute('viewBox').split(' ')[2]) === Math.round(document.getElementById('chart').getBoundingClientRect().width)",
+            )
+            # human times: oldest active, created and duration (frozen for a finished task)
+            assert await run(js, "document.getElementById('oldest').textContent") == "3 min ago"
+            cells = await run(
+                js,
+                "Object.fromEntries([...document.querySelectorAll('#tasks tbody tr')].map(r => [r.dataset.taskId, [r.querySelector('.created').textContent, r.querySelector('.duration').textContent, r.querySelector('.duration').classList.contains('running')]]))",
+            )
+            assert cells[ids["completed"]] == ["15 min ago", "3 min 20 s", False]
+            assert cells[ids["working"]][0].endswith(" s ago") and cells[ids["working"]][2] is True
+            assert cells[ids["input_required"]][0] == "3 min ago"
+        finally:
+            await run(browser.close)

@@ -289,7 +289,7 @@ async def test_tutorial_4_runs_to_completion(tmp_path: Path) -> None:
 
 @exercises()
 async def test_tutorial_5_client_follows_the_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    server = load_built(tmp_path, TUTORIAL, "ci.py", through="Step 4")
+    server = load_built(tmp_path, TUTORIAL, "ci.py", through="Step 5")  # the durable runner
     client = load_built(tmp_path, TUTORIAL, "client.py")
     fast_polls(server.app)
     report = await client.main(server.app.mcp, "build")
@@ -306,7 +306,7 @@ def test_tutorial_code_is_complete_and_lint_clean(tmp_path: Path) -> None:
     ruff = shutil.which("ruff", path=str(BIN))
     if ruff is None:
         pytest.skip("ruff is not installed (pip install -e '.[dev]' installs it)")
-    steps = [("hello.py", "Step 1"), ("ci.py", "Step 2"), ("ci.py", "Step 3"), ("ci.py", "Step 4")]
+    steps = [("hello.py", "Step 1"), *(("ci.py", f"Step {n}") for n in (2, 3, 4, 5))]
     files = [
         write_file(TUTORIAL, name, tmp_path / step.replace(" ", ""), through=step) for name, step in steps
     ]
@@ -461,18 +461,59 @@ async def _hello_through(client: Client) -> str:
     return sdk_text(await handle.result())
 
 
+ACTIVATE = "source .venv/bin/activate"
+"""The line the tutorial and the README show to put the environment's commands on `PATH`."""
+ACTIVATED = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+"""The environment of a shell that ran `ACTIVATE` (for commands inside a command line, `--stdio`)."""
+
+
+def test_tutorial_setup_activates_the_environment_in_a_new_shell(tmp_path: Path) -> None:
+    """The setup block makes the directory and the venv and activates it; in a new shell that starts
+    with a bare `PATH`, `source .venv/bin/activate` is what makes `mcptasks` and `python` the venv's."""
+    (setup,) = [block for block in blocks(TUTORIAL) if block.section.startswith("Before you start")]
+    lines = [line.partition("#")[0].strip() for line in setup.code.splitlines()]
+    assert lines[:2] == ["mkdir ci-tutorial && cd ci-tutorial", "python3 -m venv .venv"]
+    assert lines[2].startswith(".venv/bin/pip install ") and lines[3] == ACTIVATE, lines
+    bash = shutil.which("bash")
+    if bash is None or sys.prefix == sys.base_prefix:
+        pytest.skip("needs bash and a virtual environment to run in")
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    bare = {"PATH": os.defpath, "HOME": str(tmp_path)}
+    before = subprocess.run(
+        [bash, "-c", "command -v mcptasks"], cwd=tmp_path, env=bare, capture_output=True, text=True
+    )
+    assert before.returncode != 0  # `mcptasks: command not found` without the activation
+    after = subprocess.run(
+        [bash, "-c", f"{ACTIVATE} && command -v mcptasks && command -v python && mcptasks --version"],
+        cwd=tmp_path,
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert after.returncode == 0, after.stderr
+    found_mcptasks, found_python, version = after.stdout.splitlines()
+    assert Path(found_mcptasks).resolve() == (BIN / "mcptasks").resolve()
+    assert Path(found_python).parent.resolve() == BIN.resolve()
+    assert version.startswith("mcptasks ")
+
+
 @exercises()
 @pytest.mark.slow
 async def test_tutorial_step_1_commands(tmp_path: Path) -> None:
-    """Both serve commands of step 1, run as shown next to the reader's hello.py, called by the SDK."""
+    """The commands of step 1, run as shown next to the reader's hello.py: both serve commands
+    (called by the SDK), `mcptasks call` against the HTTP one, and `mcptasks call --stdio`."""
     from mcp import StdioServerParameters
 
     from mcptasks.client import TasksClient
 
     write_file(TUTORIAL, "hello.py", tmp_path, through="Step 1")
     port = _free_port()
-    stdio, http = _shown_commands("Step 1", port)
+    stdio, http, call, stdio_call = _shown_commands("Step 1", port)
     assert stdio[1:] == ["serve", "hello.py"] and http[1:3] == ["serve", "hello.py"]
+    assert call[1:] == ["call", f"http://127.0.0.1:{port}/mcp", "hello", "name=Ada"]
+    assert stdio_call[1:3] == ["call", "--stdio"]
+    (shown,) = _shown_output("Step 1")
     fast = TasksClient(max_poll_interval=0.05)
     params = StdioServerParameters(command=stdio[0], args=stdio[1:], cwd=str(tmp_path))
     async with Client(params, extensions=[fast]) as client:
@@ -480,10 +521,171 @@ async def test_tutorial_step_1_commands(tmp_path: Path) -> None:
     with running(*http, port=port, cwd=tmp_path):
         async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[fast]) as client:
             assert await _hello_through(client) == "Hello, Ada!"
+        called = run(*call, cwd=tmp_path)
+        assert called.returncode == 0, called.stdout + called.stderr
+        _assert_started_as_shown(shown[0], called.stderr)
+        assert called.stdout.splitlines() == shown[1:] == ["Hello, Ada!"]
+    via_stdio = run(*stdio_call, cwd=tmp_path, env=ACTIVATED)
+    assert via_stdio.returncode == 0, via_stdio.stdout + via_stdio.stderr
+    assert via_stdio.stdout.splitlines() == ["Hello, Ada!"]
+
+
+def _assert_started_as_shown(shown: str, stderr: str) -> None:
+    """`mcptasks call`'s first line on stderr is the one the page shows (with another task id)."""
+    pattern = re.escape(shown).replace(re.escape(shown.split()[2]), r"[A-Za-z0-9_-]{43}", 1)
+    assert re.match(pattern + "\n", stderr), (shown, stderr)
+
+
+def _read_until(process: subprocess.Popen[str], wanted: Callable[[str], bool], seen: list[str]) -> str:
+    """Read `process`'s output lines (appending them to `seen`) until one is `wanted`; that line.
+
+    Reads the pipe's file descriptor directly (a text stream's buffer would hide lines from select),
+    so do not mix it with `_readline` on the same process; call it while the process's `running`
+    block is open (the pipe is closed after it)."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    pending = getattr(process, "_unread", b"")
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while True:
+            while b"\n" in pending:
+                raw, pending = pending.split(b"\n", 1)
+                line = raw.decode(errors="replace")
+                seen.append(line)
+                if wanted(line):
+                    return line
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_READ)
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    raise AssertionError(f"no wanted line from {process.args}; it printed: {seen}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"{process.args} ended; it printed: {seen}")
+            pending += chunk
+    finally:
+        process._unread = pending  # type: ignore[attr-defined]
+
+
+def _serving_again(process: subprocess.Popen[str], port: int, seen: list[str]) -> None:
+    """Wait until the `--reload` server has restarted (its banner after the restart) and listens."""
+    _read_until(process, lambda line: line.endswith("changed; restarting the server"), seen)
+    _read_until(process, lambda line: "serving 'ci'" in line, seen)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port} after the restart")
+
+
+def _save(path: Path, source: str) -> None:
+    """Save `source` as the reader's editor would, a new modification time included."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(source)
+    if path.stat().st_mtime_ns == before:
+        os.utime(path, ns=(before + 1_000_000, before + 1_000_000))
+
+
+@exercises()
+@pytest.mark.slow
+def test_tutorial_steps_2_to_4_commands_on_one_reloading_server(tmp_path: Path) -> None:
+    """Steps 2 to 4 as the page tells them: one `mcptasks serve ... --reload` kept running while
+    ci.py grows, each step's `mcptasks call` printing what the page shows, and step 4's
+    cancellation showing the `finally:` clean-up in the server's log."""
+    port = _free_port()
+    serve, step_2_call = _shown_commands("Step 2", port)
+    assert serve[1:] == ["serve", "ci.py", "--transport", "http", "--port", str(port), "--reload"]
+    ci = tmp_path / "ci.py"
+    _save(ci, build_file(TUTORIAL, "ci.py", through="Step 2"))
+    seen: list[str] = []
+    with running(*serve, port=port, cwd=tmp_path) as server:
+        # step 2: the report
+        (shown,) = _shown_output("Step 2")
+        called = run(*step_2_call, cwd=tmp_path)
+        assert called.returncode == 0, called.stdout + called.stderr
+        _assert_started_as_shown(shown[0], called.stderr)
+        report = json.loads(called.stdout)
+        assert report.pop("seconds") > 0
+        expected = json.loads("\n".join(shown[1:]))
+        expected.pop("seconds")
+        assert report == expected
+
+        # step 3: saved, reloaded; the question answered with --answer, as the page says scripts do
+        _save(ci, build_file(TUTORIAL, "ci.py", through="Step 3"))
+        _serving_again(server, port, seen)
+        (call,) = _shown_commands("Step 3", port)
+        (shown,) = _shown_output("Step 3")
+        assert shown[1] == "? The build pipeline passed. Publish the artifacts?"
+        called = run(*call, "--answer", "publish=true", cwd=tmp_path)
+        assert called.returncode == 0, called.stdout + called.stderr
+        _assert_started_as_shown(shown[0], called.stderr)
+        assert json.loads(called.stdout) == json.loads("\n".join(shown[3:]))
+
+        # step 4: saved, reloaded; the minute-long pipeline detached, then cancelled by id
+        _save(ci, build_file(TUTORIAL, "ci.py", through="Step 4"))
+        _serving_again(server, port, seen)
+        interactive, detach, cancel = _shown_commands("Step 4", port)
+        assert interactive[1:] == ["call", f"http://127.0.0.1:{port}/mcp", "run_pipeline", "kind=integration"]
+        assert detach == [*interactive, "--detach"]
+        detached = run(*detach, cwd=tmp_path)
+        assert detached.returncode == 0, detached.stderr
+        task_id = detached.stdout.strip()
+        _read_until(server, lambda line: f"task {task_id} created" in line, seen)
+        cancelled = run(*[task_id if word == "TASK_ID" else word for word in cancel], cwd=tmp_path)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout.strip() == f"cancellation requested; task {task_id} is cancelled"
+        stopping = _read_until(server, lambda line: line.startswith("ci: stopping process group"), seen)
+        group = int(stopping.split()[-1])
+        _read_until(server, lambda line: line == f"ci: process group {group} ended", seen)
+        assert any(f"task {task_id} cancelled (tool run_pipeline)" in line for line in seen), seen
+        with pytest.raises(ProcessLookupError):
+            os.killpg(group, 0)
+    (shown_log,) = [
+        block.code
+        for block in blocks(TUTORIAL)
+        if block.section.startswith("Step 4") and block.lang == "text"
+    ]
+    assert re.search(r"ci: stopping process group (\d+)\nci: process group \1 ended\n$", shown_log), shown_log
+
+
+@exercises()
+@pytest.mark.slow
+def test_tutorial_step_4_ctrl_c_cancels_as_shown(tmp_path: Path) -> None:
+    """Step 4's interactive cancellation in a terminal: Ctrl-C, the menu, `c`, the lines shown."""
+    pexpect = pytest.importorskip("pexpect")
+    write_file(TUTORIAL, "ci.py", tmp_path, through="Step 4")
+    port = _free_port()
+    (shown,) = _shown_output("Step 4")
+    started, interrupt, running_line, menu, ended = shown
+    assert interrupt == "^C" and menu.endswith("? [w] c"), shown
+    shown_id = started.split()[2]
+    serve = [str(BIN / "mcptasks"), "serve", "ci.py", "--transport", "http", "--port", str(port)]
+    with running(*serve, port=port, cwd=tmp_path):
+        interactive = _shown_commands("Step 4", port)[0]
+        child = pexpect.spawn(
+            interactive[0], interactive[1:], cwd=str(tmp_path), encoding="utf-8", timeout=TIMEOUT
+        )
+        try:
+            child.expect(r"mcptasks: task (\S+) started \(Ctrl-C to cancel or detach\)")
+            task_id = child.match.group(1)
+            assert started == f"mcptasks: task {shown_id} started (Ctrl-C to cancel or detach)"
+            child.expect("integration test 2/60 passed")
+            child.sendintr()
+            child.expect_exact(running_line.replace(shown_id, task_id))
+            child.expect_exact(menu.removesuffix(" c"))
+            child.sendline("c")
+            child.expect_exact(ended.replace(shown_id, task_id))
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 4  # cancelled
 
 
 def _shown_commands(step: str, port: int) -> list[list[str]]:
-    """The commands a tutorial step shows (bash blocks and `$` lines), for a server on `port`."""
+    """The commands a tutorial step shows (bash blocks and `$` lines), for a server on `port`.
+
+    `source .venv/bin/activate` is left out: these commands run the environment's programs."""
     commands = []
     for block in blocks(TUTORIAL):
         if not block.section.startswith(step) or block.lang not in ("bash", "console"):
@@ -493,22 +695,74 @@ def _shown_commands(step: str, port: int) -> list[list[str]]:
                 if not line.startswith("$ "):
                     continue
                 line = line[2:]
+            if line.strip() == ACTIVATE:
+                continue
             words = shlex.split(line.replace("8000", str(port)))
             program = {"mcptasks": str(BIN / "mcptasks"), "python": sys.executable}[words[0]]
             commands.append([program, *words[1:]])
     return commands
 
 
+def _shown_output(step: str) -> list[list[str]]:
+    """For each `$ mcptasks call` line of a step's console blocks, the lines shown after it."""
+    outputs: list[list[str]] = []
+    for block in blocks(TUTORIAL):
+        if not block.section.startswith(step) or block.lang != "console":
+            continue
+        current: list[str] | None = None
+        for line in block.code.splitlines():
+            if line.startswith("$ "):
+                current = [] if line.startswith("$ mcptasks call ") else None
+                if current is not None:
+                    outputs.append(current)
+            elif current is not None:
+                current.append(line)
+    return outputs
+
+
+@exercises()
+@pytest.mark.slow
+def test_readme_quick_start_commands_run_as_shown() -> None:
+    """The README's quick start: its serve command (after the install), and the second terminal's
+    block, which activates the environment before calling (no terminal here: `--decline`)."""
+    install, second = [block.code for block in blocks(ROOT / "README.md") if block.lang == "bash"][:2]
+    port = _free_port()
+    serve = shlex.split(install.replace("\\\n", " ").split("&&")[-1].replace("8000", str(port)))
+    assert serve[0] == ".venv/bin/mcptasks" and serve[1:3] == ["serve", "examples/job_runner.py"]
+    lines = [line.partition("#")[0].strip() for line in second.splitlines()]
+    assert lines[0] == ACTIVATE, lines
+    (call,) = [shlex.split(line.replace("8000", str(port))) for line in lines[1:] if line]
+    assert call[:2] == ["mcptasks", "call"]
+    with running(str(BIN / "mcptasks"), *serve[1:], port=port):
+        called = run(str(BIN / "mcptasks"), *call[1:], "--decline", timeout=120)
+    assert called.returncode == 0, called.stdout + called.stderr
+    assert json.loads(called.stdout)["published"] is False
+    assert "Publish the artifacts?" in called.stderr
+
+
 @exercises()
 @pytest.mark.slow
 def test_tutorial_step_5_commands(tmp_path: Path) -> None:
-    """The commands of step 5, run as shown in a directory holding the reader's ci.py and client.py."""
-    write_file(TUTORIAL, "ci.py", tmp_path, through="Step 4")
+    """The commands of step 5, run as shown in a directory holding the reader's ci.py and client.py,
+    including the restart: the server stopped (Ctrl-C) while a task waits for approval, started
+    again with the same command, the question answered by id and the task followed to its end."""
+    write_file(TUTORIAL, "ci.py", tmp_path, through="Step 5")
     write_file(TUTORIAL, "client.py", tmp_path)
     port = _free_port()
-    serve, client_script, call, detach, get, cancel = _shown_commands("Step 5", port)
+    shown = _shown_commands("Step 5", port)
+    serve, client_script, call, detach, get, cancel, detach_again, get_again, serve_again, answer, resume = (
+        shown
+    )
     assert serve[1:3] == ["serve", "ci.py"] and "sqlite:///ci-tasks.db" in serve
-    with running(*serve, port=port, cwd=tmp_path):
+    assert serve_again == serve and detach_again == detach and get_again == get
+    assert resume[1:4] == ["call", f"http://127.0.0.1:{port}/mcp", "run_pipeline"]
+    assert resume[4] == "--resume=TASK_ID"
+
+    def with_id(words: list[str], task_id: str) -> list[str]:
+        return [word.replace("TASK_ID", task_id) for word in words]
+
+    seen: list[str] = []
+    with running(*serve, port=port, cwd=tmp_path) as server:
         assert (tmp_path / "ci-tasks.db").is_file()
         client = run(*client_script, cwd=tmp_path)
         assert client.returncode == 0, client.stdout + client.stderr
@@ -523,12 +777,52 @@ def test_tutorial_step_5_commands(tmp_path: Path) -> None:
         assert detached.returncode == 0, detached.stderr
         task_id = detached.stdout.strip()
         assert "--resume" in detached.stderr
-        got = run(*[task_id if word == "TASK_ID" else word for word in get], cwd=tmp_path)
+        got = run(*with_id(get, task_id), cwd=tmp_path)
         assert got.returncode == 0, got.stderr
         assert json.loads(got.stdout)["taskId"] == task_id
-        cancelled = run(*[task_id if word == "TASK_ID" else word for word in cancel], cwd=tmp_path)
+        cancelled = run(*with_id(cancel, task_id), cwd=tmp_path)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.startswith("cancellation requested;")
+
+        # the restart: a build detached, looked at until it waits for approval, the server stopped
+        detached = run(*detach_again, cwd=tmp_path)
+        assert detached.returncode == 0, detached.stderr
+        task_id = detached.stdout.strip()
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            got = run(*with_id(get_again, task_id), cwd=tmp_path)
+            assert got.returncode == 0, got.stderr
+            waiting = json.loads(got.stdout)
+            if waiting["status"] == "input_required" or time.monotonic() > deadline:
+                break
+        assert waiting["status"] == "input_required", waiting
+        (key,) = waiting["inputRequests"]
+        _read_until(server, lambda line: f"task {task_id} input_required" in line, seen)
+        server.send_signal(signal.SIGINT)  # Ctrl-C in the server's terminal: it hands the task over
+        _read_until(server, lambda line: f"task {task_id} requeued (tool run_pipeline)" in line, seen)
+        assert server.wait(timeout=TIMEOUT) == 130  # the exit status of Ctrl-C
+    assert not [line for line in seen if f"task {task_id} failed" in line], seen
+    with running(*serve_again, port=port, cwd=tmp_path) as server:
+        _read_until(server, lambda line: f"task {task_id} input_required" in line, seen)
+        got = run(*with_id(get_again, task_id), cwd=tmp_path)
+        assert json.loads(got.stdout)["inputRequests"] == waiting["inputRequests"]  # the same key
+        answered = run(*with_id(answer, task_id), cwd=tmp_path)
+        assert answered.returncode == 0, answered.stdout + answered.stderr
+        assert answered.stdout.strip() == f"answered {key}; task {task_id} is working"
+        followed = run(*with_id(resume, task_id), cwd=tmp_path)
+        assert followed.returncode == 0, followed.stdout + followed.stderr
+        (shown_output,) = [out for out in _shown_output("Step 5") if out and out[0] == "{"]
+        assert json.loads(followed.stdout) == json.loads("\n".join(shown_output))
+        _read_until(server, lambda line: f"task {task_id} completed (tool run_pipeline)" in line, seen)
+    # the logs the page shows are the servers' lines (less the time, level and logger, the task id
+    # shortened, and a long line cut at "…")
+    shown_logs = [b.code for b in blocks(TUTORIAL) if b.section.startswith("Step 5") and b.lang == "text"]
+    shown = [line.split(" ", 3)[3] for log in shown_logs for line in log.splitlines()]
+    logged = [line.split(f"task {task_id} ", 1)[1] for line in seen if f"task {task_id} " in line]
+    assert len(shown) == 3 and len(logged) == 5, logged  # created, the three shown, completed
+    assert logged[0] == "created (tool run_pipeline)" and logged[4].startswith("completed"), logged
+    for shown_line, logged_line in zip(shown, logged[1:4], strict=True):
+        assert logged_line.startswith(shown_line.removesuffix("…")), (shown_line, logged_line)
 
 
 # -- concepts --------------------------------------------------------------------------------------
@@ -1269,6 +1563,53 @@ async def test_howto_robust_bodies() -> None:
         cancelled = (await tasks.start("transcode", {"name": "b.mov"}))["taskId"]
         await tasks.cancel(cancelled)
         assert (await tasks.get(cancelled))["status"] == "cancelled"
+
+
+@exercises("howto_durable.py")
+async def test_howto_durable_bodies(tmp_path: Path) -> None:
+    """The durable how-to: `bill` handed over while it waits for confirmation and replayed by the
+    next engine on the same SQLite file (the same question key, one charge); the other tools."""
+    from mcptasks import EngineConfig, TaskEngine
+
+    snippet = load_snippet("howto_durable.py")
+    url = f"sqlite:///{tmp_path / 'billing.db'}"
+    config = EngineConfig(immediate_results=False)
+    tools = list(snippet.app.extension.task_tools.values())
+
+    async def record(engine: TaskEngine, task_id: str, wanted: str) -> Any:
+        return await poll(lambda: engine.get(task_id, owner="o"), lambda r: r.status == wanted, what=wanted)
+
+    async with TaskEngine(url, config=config, tools=tools) as first:
+        task_id = (await first.start(snippet.bill, {"customer": "ada", "cents": 1250}, owner="o")).task_id
+        asked = await record(first, task_id, "input_required")
+    (key,) = asked.input_requests
+    assert asked.input_requests[key]["params"]["message"] == "Charge ada 12.50?"
+    async with TaskEngine(url, config=config, tools=tools) as second:  # the server started again
+        again = await record(second, task_id, "input_required")
+        assert again.input_requests == asked.input_requests
+        await second.update(task_id, {key: {"action": "accept", "content": {"ok": True}}}, owner="o")
+        done = await record(second, task_id, "completed")
+    billed = done.result["structuredContent"]
+    assert billed["charged"] is True and billed["charge"] == f"ch_{task_id}-charge"
+    assert billed["receipt"] == f"receipt for ch_{task_id}-charge sent to ada" and billed["seconds"] >= 0
+    charges: dict[str, int] = snippet.CHARGES
+    assert charges == {f"{task_id}-charge": 1250}  # one charge, under the task's key
+
+    async with connect(snippet.app) as tasks:
+        ordered = await tasks.run("order", {"sku": "sold-out"})
+        assert ordered["result"]["isError"] is True
+        assert text(ordered["result"]) == "cannot order sold-out: sold-out is not in stock"
+        ordered = await tasks.run("order", {"sku": "lamp"})
+        assert text(ordered["result"]) == "reservation of lamp"
+        found = await tasks.run("rates", {"day": "2026-12-01"})
+        assert found["result"]["structuredContent"] == {"day": "2026-12-01", "eur_usd": 1.08}
+        migrated = await tasks.run("migrate", {"table": "orders"})
+        assert migrated["result"]["structuredContent"] == {
+            "table": "orders",
+            "rows": 1204,
+            "version": 2,
+            "analyzed": "orders: statistics updated",
+        }
 
 
 @exercises("howto_client.py")

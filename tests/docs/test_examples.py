@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -25,9 +25,9 @@ from fresh_modules import load_fresh
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
-from sdk_helpers import connect, eventually, text, the_input_request
+from sdk_helpers import connect, eventually, poll, text, the_input_request
 
-from mcptasks import Limits, TaskServer, ToolError
+from mcptasks import EngineConfig, Limits, TaskEngine, TaskRecord, TaskServer, ToolError
 from mcptasks import Result as TaskResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -172,6 +172,53 @@ async def test_job_runner_streams_output_and_publishes_after_approval(
     assert "unit-line-2" in tail and "lint ok" in tail and "uploaded 1 artifact" in tail
     assert tail.index("unit-line-2") < tail.index("lint ok") < tail.index("uploaded 1 artifact")
     assert json.loads(text(result)) == report
+
+
+async def _engine_record(
+    engine: TaskEngine, task_id: str, done: Callable[[TaskRecord], bool], what: str
+) -> TaskRecord:
+    """Poll the engine's record of `task_id` until `done` holds."""
+    record: TaskRecord = await poll(lambda: engine.get(task_id, owner="o"), done, what=what)
+    return record
+
+
+async def test_job_runner_survives_a_restart_while_it_waits_for_approval(
+    job_runner: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Durable: a server stopped while the task waits for approval hands it over; the next start
+    replays the body from its journal (no command runs again), asks the same question under the
+    same key, and the answer given to that key completes the task."""
+    log = tmp_path / "runs.log"
+    append = "open({path!r}, 'a').write({line!r} + chr(10)); print({line!r})"
+    set_steps(monkeypatch, "build", py(append.format(path=str(log), line="build")))
+    set_steps(monkeypatch, "publish", py(append.format(path=str(log), line="publish")))
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    config = EngineConfig(immediate_results=False)
+    async with TaskEngine(url, config=config, tools=[job_runner.run_pipeline]) as first:
+        created = await first.start(job_runner.run_pipeline, {"kind": "build"}, owner="o")
+        waiting = await _engine_record(
+            first, created.task_id, lambda r: r.status == "input_required", "the approval"
+        )
+    (key,) = waiting.input_requests
+    question = waiting.input_requests[key]
+    # The server started again: it finds the task handed over and replays it.
+    monkeypatch.setenv("JOB_RUNNER_STEPS_BUILD", "[]")  # the replay keeps the journalled commands
+    async with TaskEngine(url, config=config, tools=[job_runner.run_pipeline]) as second:
+        again = await _engine_record(
+            second, created.task_id, lambda r: r.status == "input_required", "the question again"
+        )
+        assert again.input_requests == {key: question}
+        await second.update(
+            created.task_id, {key: {"action": "accept", "content": {"publish": True}}}, owner="o"
+        )
+        done = await _engine_record(second, created.task_id, lambda r: r.status == "completed", "the end")
+    assert done.result is not None and done.result["isError"] is False, done.result
+    report = done.result["structuredContent"]
+    assert report["published"] is True
+    assert [step["exit_code"] for step in report["steps"]] == [0, 0]
+    assert report["output_tail"][-1] == "publish"
+    assert "build" in report["output_tail"]
+    assert log.read_text().splitlines() == ["build", "publish"]  # each command ran once
 
 
 @pytest.mark.parametrize(

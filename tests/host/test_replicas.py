@@ -311,7 +311,15 @@ class Replica(RawClient):
             return answer["taskId"], answer
         assert answer["resultType"] == "complete" and answer.get("isError") is False, answer
         assert answer["structuredContent"]["i"] == i, answer
-        return answer["structuredContent"]["task"], answer
+        task_id = answer["structuredContent"]["task"]
+        # answered before its record was written (`Limits.max_unwritten_results`): the answer does
+        # not name the task, this body told us its id; its record is in the store soon after
+        await until(
+            lambda: self.send("tasks/get", {"taskId": task_id}),
+            lambda response: "result" in response.message,
+            what=f"the record of {task_id}, answered at once",
+        )
+        return task_id, answer
 
     async def get(self, task_id: str) -> dict[str, Any]:
         return await self.rpc("tasks/get", {"taskId": task_id})

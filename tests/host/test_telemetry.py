@@ -37,7 +37,16 @@ from sdk_helpers import (
     the_input_request,
 )
 
-from mcptasks import EngineConfig, MemoryTaskStore, SqliteTaskStore, TaskEngine, TaskRecord, task_tool
+from mcptasks import (
+    EngineConfig,
+    MemoryTaskStore,
+    SqliteTaskStore,
+    TaskContext,
+    TaskEngine,
+    TaskRecord,
+    Yields,
+    task_tool,
+)
 from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
 
 pytestmark = pytest.mark.anyio
@@ -204,6 +213,20 @@ async def test_a_cancel(spans: InMemorySpanExporter, reader: InMemoryMetricReade
     assert total(metric_points(reader)["mcptasks.tasks.ended"], **{"mcp.task.status": "cancelled"}) == 1
 
 
+def instrumented_replicas(tmp_path: Path, reader: InMemoryMetricReader) -> tuple[TaskEngine, TaskEngine]:
+    """Two instrumented engines on one SQLite file: replica-a runs bodies, replica-b only claims."""
+    meter = MeterProvider(metric_readers=[reader])
+    path = tmp_path / "tasks.db"
+    first = TaskEngine(SqliteTaskStore(path), config=EngineConfig(instance_id="replica-a"))
+    second = TaskEngine(
+        SqliteTaskStore(path),
+        config=EngineConfig(instance_id="replica-b", run_tasks=False, claim_interval=0.05),
+    )
+    for engine in (first, second):
+        instrument(engine, meter_provider=meter)
+    return first, second
+
+
 @task_tool(retry_on_crash=True, max_attempts=2)
 async def resumable(step: int = 0):
     yield "working on it"
@@ -214,16 +237,8 @@ async def resumable(step: int = 0):
 async def test_a_rerun_on_another_replica_links_to_the_creating_span(
     tmp_path: Path, spans: InMemorySpanExporter, reader: InMemoryMetricReader
 ) -> None:
-    meter = MeterProvider(metric_readers=[reader])
-    path = tmp_path / "tasks.db"
+    first, second = instrumented_replicas(tmp_path, reader)
     tracer = trace.get_tracer("test")
-    first = TaskEngine(SqliteTaskStore(path), config=EngineConfig(instance_id="replica-a"))
-    second = TaskEngine(
-        SqliteTaskStore(path),
-        config=EngineConfig(instance_id="replica-b", run_tasks=False, claim_interval=0.05),
-    )
-    for engine in (first, second):
-        instrument(engine, meter_provider=meter)
     async with second:
         async with first:
             with tracer.start_as_current_span("tools/call resumable") as creating:
@@ -363,3 +378,34 @@ async def test_telemetry_and_the_metrics_endpoint_both_observe(
     assert 'mcptasks_tasks_completed_total{tool="quick"} 1' in text.splitlines()
     assert total(metric_points(reader)["mcptasks.tasks.created"]) == 1
     assert len(named(spans, "task.execute quick")) == 1
+
+
+@task_tool(durable=True)
+async def journalled(ctx: TaskContext) -> Yields:
+    yield f"built {await ctx.step(str, 'image')}"
+    await anyio.sleep_forever()
+    yield "never"  # pragma: no cover
+
+
+async def test_a_replay_of_a_durable_body_is_a_new_run_span_linked_to_the_creating_span(
+    tmp_path: Path, spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    first, second = instrumented_replicas(tmp_path, reader)
+    tracer = trace.get_tracer("test")
+    async with second:
+        async with first:
+            with tracer.start_as_current_span("tools/call journalled") as creating:
+                record = await first.start(journalled, {}, owner="o")
+            await wait_for(first, record.task_id, lambda r: r.status_message == "built image", owner="o")
+        # replica-a shut down mid-run: it handed the durable task over; replica-b replays it
+        second.register(journalled)
+        await second.claim()
+        await wait_for(second, record.task_id, lambda r: r.runner == "replica-b", owner="o")
+        await second.cancel(record.task_id, owner="o")
+    runs = named(spans, "task.execute journalled")
+    assert len(runs) == 2
+    assert all(
+        [link.context.span_id for link in s.links] == [creating.get_span_context().span_id] for s in runs
+    )
+    # the handed-over run ended without a status of its own; the replay saw the cancel
+    assert [s.attributes.get("mcp.task.status") for s in runs] == [None, "cancelled"]

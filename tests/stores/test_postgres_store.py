@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -122,7 +122,7 @@ async def test_open_records_the_schema_version(schema: str, sql: Any) -> None:
     tables = await sql.fetch(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema
     )
-    assert {row["table_name"] for row in tables} == {"schema_version", "tasks", "runners"}
+    assert {row["table_name"] for row in tables} == {"schema_version", "tasks", "runners", "journal"}
     indexes = await sql.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = $1", schema)
     assert {"tasks_idempotency", "tasks_queued", "tasks_expires_at"} <= {row["indexname"] for row in indexes}
     again = await _open(schema)  # an up-to-date schema is left alone
@@ -188,6 +188,105 @@ async def test_concurrent_opens_of_a_fresh_schema_all_succeed(schema: str, sql: 
         for store in stores:
             await store.close()
     assert await sql.fetchval(f'SELECT count(*) FROM "{schema}".schema_version') == SCHEMA_VERSION
+
+
+@pytest.mark.anyio
+async def test_a_version_1_schema_is_migrated_to_the_journal(schema: str, sql: Any) -> None:
+    await sql.execute(f'CREATE SCHEMA "{schema}"')
+    await sql.execute(
+        f'CREATE TABLE "{schema}".schema_version (version integer PRIMARY KEY, '
+        "applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for statement in postgres_module._MIGRATIONS[0]:
+        await sql.execute(statement.format(s=f'"{schema}"'))
+    await sql.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES (1)')
+    await sql.execute(
+        f'INSERT INTO "{schema}".tasks (task_id, owner, tool, status, version, created_at, updated_at, body) '
+        "VALUES ('t1', 'o', 'tool', 'working', 3, 1.0, 2.0, '{\"status_message\":\"hi\"}')"
+    )
+    reader = PostgresTaskStore(URL, schema=schema)
+    with pytest.raises(SchemaVersionError, match=r"version 1, older.*does not migrate"):
+        await reader.open_existing()
+    assert await sql.fetchval("SELECT to_regclass($1)", f'"{schema}".journal') is None  # untouched
+    store = PostgresTaskStore(URL, schema=schema)
+    await store.open_existing(migrate=True)
+    try:
+        record = await store.get("t1")
+        assert record is not None and record.status_message == "hi" and record.version == 3
+        assert await store.append_journal("t1", 0, '"zero"') == '"zero"'
+        assert await store.read_journal("t1") == ['"zero"']
+    finally:
+        await store.close()
+    rows = await sql.fetch(f'SELECT version FROM "{schema}".schema_version ORDER BY version')
+    assert [row["version"] for row in rows] == list(range(1, SCHEMA_VERSION + 1)) == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_every_delete_of_a_task_deletes_its_journal_rows(schema: str, sql: Any) -> None:
+    store = await _open(schema)
+    try:
+        now = time.time()
+        expiring = await store.create(_record(created_at=now, ttl_ms=60_000))
+        finished = await store.create(_record())
+        kept = await store.create(_record())
+        for record in (expiring, finished, kept):
+            for position in range(3):
+                assert await store.append_journal(record.task_id, position, f"{position}") == f"{position}"
+        assert await store.replace(finished.evolve(status="failed"), expected_version=0)
+        assert await store.delete_expired(now + 61) == 1
+        assert await store.purge({"failed"}, time.time() + 1) == 1
+        rows = await sql.fetch(f'SELECT DISTINCT task_id FROM "{schema}".journal')
+        assert [row["task_id"] for row in rows] == [kept.task_id]
+        await sql.execute(f'DELETE FROM "{schema}".tasks WHERE task_id = $1', kept.task_id)
+        assert await sql.fetchval(f'SELECT count(*) FROM "{schema}".journal') == 0
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_an_idempotency_takeover_deletes_the_expired_holders_journal(schema: str, sql: Any) -> None:
+    store = await _open(schema)
+    try:
+        holder = await store.create(
+            _record(idempotency_key="nightly", created_at=time.time() - 59.4, ttl_ms=60_000)
+        )
+        assert await store.append_journal(holder.task_id, 0, '"old"') == '"old"'
+        await anyio.sleep(0.7)  # the holder expires
+        taker = await store.create(_record(idempotency_key="nightly"))
+        assert taker.task_id != holder.task_id and await store.get(taker.task_id) == taker
+        assert await store.read_journal(taker.task_id) == []
+        assert await sql.fetchval(f'SELECT count(*) FROM "{schema}".journal') == 0
+        assert await store.append_journal(taker.task_id, 0, '"new"') == '"new"'
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_an_append_is_one_round_trip(schema: str) -> None:
+    store = await _open(schema)
+    pool: Any = store._pool()
+    calls: list[str] = []
+
+    class Counting:
+        """The pool, counting the statements sent through it."""
+
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(pool, name)
+
+    try:
+        record = await store.create(_record())
+        store._pool_ = cast(Any, Counting())
+        assert await store.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+        assert await store.append_journal(record.task_id, 0, '"again"') == '"zero"'
+        with pytest.raises(ValueError, match="beyond the end"):
+            await store.append_journal(record.task_id, 5, '"gap"')
+        assert calls == ["fetchrow"] * 3
+        with pytest.raises(ValueError, match="NUL"):
+            await store.append_journal(record.task_id, 1, '"\x00"')
+    finally:
+        store._pool_ = pool
+        await store.close()
 
 
 # -- configuration and lifecycle -----------------------------------------------------------------

@@ -473,3 +473,50 @@ async def test_replace_moves_the_idempotency_key(store: RedisTaskStore) -> None:
     assert fresh.task_id != record.task_id  # "old" was released
     assert (await store.create(_record(idempotency_key="new"))).task_id == record.task_id
     assert (await store.create(_record(owner="bob", idempotency_key="new"))).task_id != record.task_id
+
+
+# -- the journal -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_journal_key_expires_with_its_record(store: RedisTaskStore, raw: Any) -> None:
+    p = store.prefix
+    record = _record(ttl_ms=600_000)
+    await store.create(record)
+    key, journal = f"{p}:task:{record.task_id}", f"{p}:journal:{record.task_id}"
+    assert await store.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+    assert abs(await raw.pexpiretime(journal) - await raw.pexpiretime(key)) <= 1
+    longer = record.evolve(ttl_ms=1_200_000)  # a replace that moves the expiry moves the journal's
+    assert await store.replace(longer, expected_version=0)
+    assert await raw.pexpiretime(journal) == await raw.pexpiretime(key)
+    forever = longer.evolve(ttl_ms=None)
+    assert await store.replace(forever, expected_version=1)
+    assert await raw.pttl(key) == -1 and await raw.pttl(journal) == -1
+    endless = await store.create(_record())
+    assert await store.append_journal(endless.task_id, 0, '"zero"') == '"zero"'
+    assert await raw.pttl(f"{p}:journal:{endless.task_id}") == -1
+
+
+@pytest.mark.anyio
+async def test_delete_expired_and_purge_delete_the_journal_keys(store: RedisTaskStore, raw: Any) -> None:
+    now = time.time()
+    expiring = [await store.create(_record(created_at=now, ttl_ms=60_000)) for _ in range(3)]
+    finished = [await store.create(_record()) for _ in range(3)]
+    for record in (*expiring, *finished):
+        assert await store.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+    for record in finished:
+        assert await store.replace(record.evolve(status="completed"), expected_version=0)
+    journals = {k for k in await _keys(raw, store.prefix) if k.startswith(f"{store.prefix}:journal:")}
+    assert len(journals) == 6
+    assert await store.delete_expired(now + 61) == 3
+    assert await store.purge({"completed"}, time.time() + 1) == 3
+    assert await _keys(raw, store.prefix) == set()
+
+
+@pytest.mark.anyio
+async def test_a_retried_append_returns_the_entry(store: RedisTaskStore) -> None:
+    record = await store.create(_record())
+    assert await store.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+    # a client retrying after a lost reply appends the same position again: harmless
+    assert await store.append_journal(record.task_id, 0, '"zero"') == '"zero"'
+    assert await store.read_journal(record.task_id) == ['"zero"']

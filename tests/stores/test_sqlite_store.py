@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def _pragma(path: Path, name: str) -> object:
 async def test_wal_mode_and_schema_version(store: SqliteTaskStore, tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     assert _pragma(path, "journal_mode") == "wal"
-    assert _pragma(path, "user_version") == SCHEMA_VERSION == 2
+    assert _pragma(path, "user_version") == SCHEMA_VERSION == 3
     assert store.durable is True
 
 
@@ -453,6 +454,65 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert _pragma(path, "user_version") == SCHEMA_VERSION
+
+
+async def test_a_version_2_file_gains_the_journal(tmp_path: Path) -> None:
+    from mcptasks.stores import sqlite as sqlite_module
+
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statements in sqlite_module._MIGRATIONS[:2]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(
+        "INSERT INTO tasks (task_id, owner, tool, status, version, created_at, updated_at, expires_at, body) "
+        "VALUES ('t2', 'o', 'tool', 'working', 1, 1.0, 2.0, NULL, '{\"status_message\":\"hi\"}')"
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    reader = SqliteTaskStore(path)
+    with pytest.raises(SchemaVersionError, match=r"schema version 2, older.*does not migrate"):
+        await reader.open_existing()
+    assert _pragma(path, "user_version") == 2  # a read-only command leaves it alone
+    store = SqliteTaskStore(path)
+    await store.open_existing(migrate=True)
+    try:
+        record = await store.get("t2")
+        assert record is not None and record.status_message == "hi"
+        assert await store.append_journal("t2", 0, '"zero"') == '"zero"'
+        assert await store.read_journal("t2") == ['"zero"']
+    finally:
+        await store.close()
+    assert _pragma(path, "user_version") == SCHEMA_VERSION
+
+
+async def test_every_delete_of_a_task_deletes_its_journal_rows(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    store = SqliteTaskStore(path)
+    await store.open()
+    try:
+        now = time.time()
+        expiring = await store.create(
+            TaskRecord(task_id="e", owner="o", tool="x", created_at=now, ttl_ms=60_000)
+        )
+        finished = await store.create(TaskRecord(task_id="f", owner="o", tool="x"))
+        kept = await store.create(TaskRecord(task_id="k", owner="o", tool="x"))
+        for record in (expiring, finished, kept):
+            for position in range(3):
+                assert await store.append_journal(record.task_id, position, f"{position}") == f"{position}"
+        assert await store.replace(finished.evolve(status="failed"), expected_version=0)
+        assert await store.delete_expired(now + 61) == 1
+        assert await store.purge({"failed"}, time.time() + 1) == 1
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("SELECT DISTINCT task_id FROM journal").fetchall() == [("k",)]
+            with conn:
+                conn.execute("DELETE FROM tasks WHERE task_id = 'k'")
+            assert conn.execute("SELECT count(*) FROM journal").fetchone() == (0,)
+        finally:
+            conn.close()
+    finally:
+        await store.close()
 
 
 # -- two engines on one file -----------------------------------------------------------------

@@ -22,14 +22,35 @@
     return node;
   }
 
-  function age(seconds) {  // the same format as the server's age_text
+  var UNITS = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+
+  function duration(seconds) {  // the same format as the server's duration_text
     var s = Math.max(0, Math.floor(seconds));
-    function two(n) { return (n < 10 ? "0" : "") + n; }
-    if (s < 60) return s + "s";
-    if (s < 3600) return Math.floor(s / 60) + "m" + two(s % 60) + "s";
-    if (s < 86400) return Math.floor(s / 3600) + "h" + two(Math.floor((s % 3600) / 60)) + "m";
-    return Math.floor(s / 86400) + "d" + two(Math.floor((s % 86400) / 3600)) + "h";
+    if (s < 60) return s + " s";
+    for (var i = 0; i < UNITS.length - 1; i++) {
+      if (s >= UNITS[i][0]) {
+        var rest = Math.floor((s % UNITS[i][0]) / UNITS[i + 1][0]);
+        return Math.floor(s / UNITS[i][0]) + " " + UNITS[i][1] + (rest ? " " + rest + " " + UNITS[i + 1][1] : "");
+      }
+    }
+    return s + " s";
   }
+
+  function ago(seconds) {  // the same format as the server's ago_text
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 1) return "just now";
+    if (s < 60) return s + " s ago";
+    if (s < 3600) return Math.floor(s / 60) + " min ago";
+    return duration(s - (s % 60)) + " ago";
+  }
+
+  function empty(value) {
+    if (value === null || value === undefined || value === "") return true;
+    if (Array.isArray(value)) return value.length === 0;
+    return typeof value === "object" && Object.keys(value).length === 0;
+  }
+
+  function valueText(value) { return typeof value === "string" ? value : JSON.stringify(value); }
 
   function statusBadge(status) { return el("span", status, "status s-" + status); }
 
@@ -50,41 +71,66 @@
 
   // -- overview --------------------------------------------------------------------------------
 
+  function niceStep(max) {  // a step of 1, 2 or 5 times a power of ten giving at most 5 ticks
+    var step = 1;
+    for (var power = 1; ; power *= 10) {
+      var found = [1, 2, 5].some(function (m) { step = m * power; return max / step <= 5; });
+      if (found) return step;
+    }
+  }
+
+  function clock(iso) {  // HH:MM in the browser's time zone
+    var d = new Date(iso);
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    return two(d.getHours()) + ":" + two(d.getMinutes());
+  }
+
   function renderChart(chart) {
     var svg = document.getElementById("chart");
     var ns = "http://www.w3.org/2000/svg";
+    function node(tag, attributes, text) {
+      var n = document.createElementNS(ns, tag);
+      Object.keys(attributes).forEach(function (k) { n.setAttribute(k, String(attributes[k])); });
+      if (text !== undefined) n.textContent = text;
+      svg.appendChild(n);
+      return n;
+    }
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var n = chart.times.length, width = 600, height = 140, gap = 4;
+    var width = Math.max(320, Math.round(svg.getBoundingClientRect().width) || 600);
+    var height = Math.max(120, Math.round(svg.getBoundingClientRect().height) || 200);
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    var left = 44, right = 8, top = 10, bottom = 24;
+    var plotW = width - left - right, plotH = height - top - bottom;
+    var n = chart.times.length;
     var totals = chart.times.map(function (_, i) {
       return STATUSES.reduce(function (sum, s) { return sum + chart.series[s][i]; }, 0);
     });
-    var max = Math.max(1, Math.max.apply(null, totals));
-    var bar = width / n - gap;
+    var step = niceStep(Math.max(1, Math.max.apply(null, totals)));
+    var top_ = step * Math.max(1, Math.ceil(Math.max.apply(null, totals) / step));
+    for (var tick = 0; tick <= top_; tick += step) {
+      var ty = top + plotH - (tick / top_) * plotH;
+      node("line", { x1: left, x2: width - right, y1: ty, y2: ty, class: tick ? "grid" : "axis" });
+      node("text", { x: left - 6, y: ty + 4, "text-anchor": "end", class: "y-tick" }, String(tick));
+    }
+    node("line", { x1: left, x2: left, y1: top, y2: top + plotH, class: "axis" });
+    node("text", { x: 12, y: top + plotH / 2, transform: "rotate(-90 12 " + (top + plotH / 2) + ")", "text-anchor": "middle", class: "y-title" }, "tasks");
+    var slot = plotW / n, gap = Math.min(8, slot * 0.2), bar = slot - gap;
+    var every = Math.max(1, Math.ceil(44 / slot));
     for (var i = 0; i < n; i++) {
-      var y = height;
+      var x = left + i * slot + gap / 2, y = top + plotH;
       STATUSES.forEach(function (s) {
         var v = chart.series[s][i];
         if (!v) return;
-        var h = (v / max) * (height - 10);
+        var h = (v / top_) * plotH;
         y -= h;
-        var rect = document.createElementNS(ns, "rect");
-        rect.setAttribute("x", String(i * (bar + gap)));
-        rect.setAttribute("y", String(y));
-        rect.setAttribute("width", String(bar));
-        rect.setAttribute("height", String(h));
-        rect.setAttribute("fill", COLORS[s]);
-        rect.setAttribute("data-status", s);
+        var rect = node("rect", { x: x, y: y, width: bar, height: h, fill: COLORS[s], "data-status": s });
         var title = document.createElementNS(ns, "title");
-        title.textContent = chart.times[i] + " " + s + ": " + v;
+        title.textContent = clock(chart.times[i]) + " " + s + ": " + v;
         rect.appendChild(title);
-        svg.appendChild(rect);
       });
-      if (i % 3 === n % 3 || i === n - 1) {
-        var label = document.createElementNS(ns, "text");
-        label.setAttribute("x", String(i * (bar + gap)));
-        label.setAttribute("y", "156");
-        label.textContent = i === n - 1 ? "now" : chart.times[i].slice(11, 16);
-        svg.appendChild(label);
+      if (i === n - 1 || ((n - 1 - i) % every === 0 && n - 1 - i >= every)) {
+        node("text", { x: x + bar / 2, y: height - 6, "text-anchor": "middle", class: "x-tick" },
+          i === n - 1 ? "now" : clock(chart.times[i]));
       }
     }
     var legend = document.getElementById("legend");
@@ -115,7 +161,13 @@
       tr.appendChild(statusCell);
       tr.appendChild(el("td", t.statusMessage || "", "message"));
       tr.appendChild(el("td", t.ownerHash, "owner"));
-      tr.appendChild(el("td", age(t.ageSeconds)));
+      var created = el("td", ago(t.ageSeconds), "created");
+      created.title = t.createdAt;
+      tr.appendChild(created);
+      var running = t.endedAt === null || t.endedAt === undefined;
+      var lasted = el("td", duration(t.durationSeconds), running ? "duration running" : "duration");
+      lasted.title = running ? "running: created to now" : "created to ended";
+      tr.appendChild(lasted);
       tr.appendChild(el("td", t.attempt));
       tr.appendChild(el("td", t.runner || "-", "runner"));
       fragment.appendChild(tr);
@@ -131,7 +183,9 @@
     document.getElementById("total").textContent = String(data.total);
     document.getElementById("queued").textContent = String(data.queued);
     document.getElementById("runners").textContent = String(data.runners);
-    document.getElementById("oldest").textContent = data.oldestActive || "-";
+    var oldest = document.getElementById("oldest");
+    oldest.textContent = data.oldestActiveSeconds === null || data.oldestActiveSeconds === undefined ? "-" : ago(data.oldestActiveSeconds);
+    oldest.title = data.oldestActive || "";
     var toolSelect = document.getElementById("f-tool");
     var known = Array.prototype.map.call(toolSelect.options, function (o) { return o.value; });
     data.tools.forEach(function (tool) {
@@ -183,16 +237,144 @@
       });
     });
     document.getElementById("f-text").addEventListener("input", function () { if (latest) renderRows(latest.tasks); });
+    window.addEventListener("resize", function () { if (latest) renderChart(latest.chart); });
     schedule(function () { loadSummary(false); });
   }
 
   // -- one task --------------------------------------------------------------------------------
 
-  function renderTask(task) {
-    ["taskId", "tool", "status", "statusMessage", "ownerHash", "createdAt", "lastUpdatedAt", "attempt", "runner"].forEach(function (key) {
-      var cell = document.getElementById("d-" + key);
-      if (cell) cell.textContent = task[key] === null || task[key] === undefined ? "" : String(task[key]);
+  function when(task, key) {  // the same as the server's: "12 min ago (ISO)"
+    return ago((Date.parse(task.generatedAt) - Date.parse(task[key])) / 1000) + " (" + task[key] + ")";
+  }
+
+  function renderFields(task) {  // the same fields as the server's, leaving out empty ones
+    var running = task.endedAt === null || task.endedAt === undefined;
+    var cells = [["Task", "taskId", task.taskId], ["Tool", "tool", task.tool], ["Status", "status", statusBadge(task.status)]];
+    if (!empty(task.statusMessage)) cells.push(["Message", "statusMessage", task.statusMessage]);
+    cells.push(["Owner", "ownerHash", task.ownerHash]);
+    cells.push(["Created", "createdAt", when(task, "createdAt")]);
+    if (task.lastUpdatedAt && task.lastUpdatedAt !== task.createdAt) cells.push(["Updated", "lastUpdatedAt", when(task, "lastUpdatedAt")]);
+    if (!running) cells.push(["Ended", "endedAt", when(task, "endedAt")]);
+    cells.push(["Duration", "durationSeconds", duration(task.durationSeconds) + (running ? " (running)" : "")]);
+    cells.push(["Attempt", "attempt", task.attempt]);
+    if (!empty(task.runner)) cells.push(["Runner", "runner", task.runner]);
+    if (task.ttlMs !== null && task.ttlMs !== undefined) cells.push(["Kept for", "ttlMs", duration(task.ttlMs / 1000)]);
+    if (!empty(task.traceparent)) cells.push(["Trace", "traceparent", task.traceparent]);
+    var dl = document.getElementById("fields");
+    dl.textContent = "";
+    cells.forEach(function (cell) {
+      dl.appendChild(el("dt", cell[0]));
+      var dd = el("dd");
+      dd.id = "d-" + cell[1];
+      if (cell[2] instanceof Node) dd.appendChild(cell[2]); else dd.textContent = String(cell[2]);
+      dl.appendChild(dd);
     });
+  }
+
+  function show(name, visible) { document.getElementById("s-" + name).hidden = !visible; }
+
+  function schemaType(spec) {  // the same as the server's _schema_type
+    var kind = spec.type === undefined ? "any" : spec.type;
+    var text = Array.isArray(kind) ? kind.join(" | ") : String(kind);
+    if (spec.format) text += " (" + spec.format + ")";
+    var choices = spec.enum;
+    if ((choices === undefined || choices === null) && Array.isArray(spec.oneOf)) {
+      choices = spec.oneOf.filter(function (c) { return c && typeof c === "object" && "const" in c; }).map(function (c) { return c.const; });
+    }
+    if (choices && choices.length) text += ", one of: " + choices.map(valueText).join(", ");
+    var low = spec.minimum !== undefined ? spec.minimum : spec.minLength;
+    var high = spec.maximum !== undefined ? spec.maximum : spec.maxLength;
+    if ((low !== undefined && low !== null) || (high !== undefined && high !== null)) {
+      text += ", " + (low === undefined || low === null ? "" : low) + ".." + (high === undefined || high === null ? "" : high);
+    }
+    return text;
+  }
+
+  function schemaNote(spec) {
+    var parts = ["title", "description"].filter(function (k) { return spec[k]; }).map(function (k) { return String(spec[k]); });
+    if ("default" in spec) parts.push("default: " + valueText(spec.default));
+    return parts.join(" - ");
+  }
+
+  function renderQuestions(requests) {
+    var box = document.getElementById("inputs");
+    box.textContent = "";
+    Object.keys(requests || {}).forEach(function (key) {
+      var request = requests[key] && typeof requests[key] === "object" ? requests[key] : {};
+      var params = request.params && typeof request.params === "object" ? request.params : {};
+      var article = el("article", null, "question");
+      article.dataset.key = key;
+      var h3 = el("h3");
+      h3.appendChild(el("code", key, "key"));
+      h3.appendChild(document.createTextNode(" "));
+      h3.appendChild(el("span", request.method || "?", "method"));
+      article.appendChild(h3);
+      if (!empty(params.message)) article.appendChild(el("p", params.message, "q-message"));
+      var schema = params.requestedSchema;
+      if (schema && typeof schema === "object") {
+        var properties = schema.properties || {};
+        var required = schema.required || [];
+        var names = Object.keys(properties);
+        if (names.length) {
+          var table = el("table", null, "schema");
+          var head = el("tr");
+          ["Field", "Type", "Required", "About"].forEach(function (h) { head.appendChild(el("th", h)); });
+          var thead = el("thead");
+          thead.appendChild(head);
+          table.appendChild(thead);
+          var tbody = el("tbody");
+          names.forEach(function (name) {
+            var spec = properties[name] && typeof properties[name] === "object" ? properties[name] : {};
+            var tr = el("tr");
+            var nameCell = el("td");
+            nameCell.appendChild(el("code", name));
+            tr.appendChild(nameCell);
+            tr.appendChild(el("td", schemaType(spec)));
+            tr.appendChild(el("td", required.indexOf(name) >= 0 ? "required" : "optional"));
+            tr.appendChild(el("td", schemaNote(spec)));
+            tbody.appendChild(tr);
+          });
+          table.appendChild(tbody);
+          article.appendChild(table);
+        } else {
+          article.appendChild(el("p", "No fields: the answer is accept, decline or cancel.", "q-note"));
+        }
+      } else {
+        var rest = {};
+        Object.keys(params).forEach(function (k) { if (k !== "message") rest[k] = params[k]; });
+        if (!empty(rest)) article.appendChild(el("pre", JSON.stringify(rest, null, 2), "q-params"));
+      }
+      box.appendChild(article);
+    });
+    show("inputs", !empty(requests));
+  }
+
+  function renderTask(task) {
+    renderFields(task);
+    renderQuestions(task.inputRequests);
+    var args = document.getElementById("arguments");
+    args.textContent = "";
+    Object.keys(task.arguments || {}).forEach(function (name) {
+      var dt = el("dt");
+      dt.appendChild(el("code", name));
+      args.appendChild(dt);
+      args.appendChild(el("dd", valueText(task.arguments[name])));
+    });
+    show("arguments", !empty(task.arguments));
+    document.getElementById("error").textContent = empty(task.error) ? "" : JSON.stringify(task.error, null, 2);
+    show("error", !empty(task.error));
+    var history = document.getElementById("history");
+    history.textContent = "";
+    (task.statusHistory || []).slice().reverse().forEach(function (entry) {
+      var li = el("li");
+      var time = el("time", String(entry.at).slice(11, 19));
+      time.title = entry.at;
+      li.appendChild(time);
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("span", entry.statusMessage, "message"));
+      history.appendChild(li);
+    });
+    show("history", !empty(task.statusHistory));
     var list = document.getElementById("timeline");
     list.textContent = "";
     task.timeline.forEach(function (entry) {
@@ -200,14 +382,17 @@
       li.appendChild(el("time", entry.at));
       li.appendChild(document.createTextNode(" "));
       li.appendChild(statusBadge(entry.status));
-      li.appendChild(document.createTextNode(" "));
-      li.appendChild(el("span", entry.statusMessage || "", "message"));
+      if (!empty(entry.statusMessage)) {
+        li.appendChild(document.createTextNode(" "));
+        li.appendChild(el("span", entry.statusMessage, "message"));
+      }
       list.appendChild(li);
     });
-    document.getElementById("inputs").textContent = JSON.stringify(task.inputRequests, null, 2);
-    document.getElementById("error").textContent = JSON.stringify(task.error, null, 2);
     var result = document.getElementById("result");
-    if (result && "result" in task) result.textContent = JSON.stringify(task.result, null, 2);
+    if (result && "result" in task) {
+      result.textContent = empty(task.result) ? "" : JSON.stringify(task.result, null, 2);
+      document.getElementById("result-box").hidden = task.result === null || task.result === undefined;
+    }
     var terminal = ["completed", "failed", "cancelled"].indexOf(task.status) >= 0;
     document.getElementById("cancel").disabled = !task.canCancel || terminal;
   }

@@ -1,0 +1,162 @@
+"""The record ledger: a task's record changes only by pure transitions applied with compare-and-set.
+
+A transition is a function `TaskRecord -> TaskRecord | None` (None: nothing to change). The
+ones every component shares are here (a client's answers and cancel, a body's end), next to
+`apply`, which runs one against the store: it reads (or starts from a copy the caller knows),
+computes, writes with `replace` on the version it read, and on a conflict reads and computes
+again. Nothing here knows where bodies run; the engine, the runs and the operator tools use
+the same transitions, so the state machine is in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcptasks._runtime.driver import Outcome
+from mcptasks._runtime.observer import EngineObserver
+from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore, combined_replace
+
+logger = logging.getLogger("mcptasks")
+
+Transition = Callable[[TaskRecord], "TaskRecord | None"]
+"""A pure change of one record (None: leave it as it is)."""
+
+
+def retained(record: TaskRecord, ttl_ms: int, since: float | None = None) -> TaskRecord | None:
+    """`record` kept until one `ttl_ms` after `since` (default now), when that is later than its
+    expiry (else None)."""
+    if record.ttl_ms is None:
+        return None
+    start = time.time() if since is None else since
+    wanted = math.ceil((start - record.created_at) * 1000) + ttl_ms
+    if wanted <= record.ttl_ms:
+        return None
+    return record.evolve(ttl_ms=wanted, updated_at=max(start, record.updated_at))
+
+
+def cancelled(reason: str) -> Transition:
+    """The task is cancelled: its questions and unread answers go with it."""
+
+    def change(record: TaskRecord) -> TaskRecord:
+        return record.evolve(status="cancelled", status_message=reason, input_requests={}, input_responses={})
+
+    return change
+
+
+def answered(responses: Mapping[str, Any], accepted: dict[str, Any]) -> Transition:
+    """A client's answers to outstanding keys are received (others are ignored); `accepted` is
+    filled with the ones taken. The task is `working` again once nothing is outstanding."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        accepted.clear()
+        accepted.update({k: v for k, v in responses.items() if k in record.input_requests})
+        if not accepted:
+            return None
+        outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
+        return record.evolve(
+            input_requests=outstanding,
+            input_responses={**record.input_responses, **accepted},
+            status="input_required" if outstanding else "working",
+        )
+
+    return change
+
+
+def ended(
+    outcome: Outcome,
+    *,
+    ttl_ms: Callable[[TaskRecord], int | None],
+    only_runner: str | None = None,
+    only_attempt: int | None = None,
+    status_message: str | None = None,
+) -> Transition:
+    """The body ended with `outcome` (only when the record is still the run's: `only_runner`,
+    `only_attempt`). A record that ran past its first expiry is kept one `ttl_ms(record)` from its
+    end; the status message is the outcome's, else the body's last one."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if only_runner is not None and record.runner != only_runner:
+            return None
+        if only_attempt is not None and record.attempt != only_attempt:
+            return None
+        done = record.evolve(
+            status=outcome.status,
+            result=outcome.result,
+            error=outcome.error,
+            status_message=outcome.message or status_message or record.status_message,
+            input_requests={},
+            input_responses={},
+        )
+        ttl = ttl_ms(record)
+        if ttl is not None and record.ttl_ms is not None and record.ttl_ms > ttl:
+            return retained(done, ttl, since=done.updated_at) or done
+        return done
+
+    return change
+
+
+async def apply(
+    store: TaskStore,
+    task_id: str,
+    change: Transition,
+    *,
+    known: TaskRecord | None = None,
+    push: bool = True,
+    observer: EngineObserver | None = None,
+) -> TaskRecord | None:
+    """Apply `change` to the stored record with compare-and-set, again on a conflict.
+
+    `known` is a copy the caller believes current (a runner's own last write): the first try
+    uses it without reading the store. Returns the stored record after the change (the
+    unchanged one when `change` returns None), or None when the task is gone or terminal.
+    With `push`, each write is announced to listen streams (`CHANGED_PREFIX`).
+    """
+    record = known
+    while True:
+        if record is None:
+            record = await store.get(task_id)
+        if record is None or record.terminal:
+            return None
+        updated = change(record)
+        if updated is None:
+            return record
+        if await replace(store, record, updated, push=push, observer=observer):
+            return updated
+        record = None
+
+
+async def replace(
+    store: TaskStore,
+    record: TaskRecord,
+    updated: TaskRecord,
+    *,
+    push: bool = True,
+    observer: EngineObserver | None = None,
+) -> bool:
+    """Compare-and-set `record` to `updated`, announced on the change feed with `push`."""
+    # A store that can announce the change in the write itself saves the feed a round trip.
+    combined = combined_replace(store) if push else None
+    if combined is not None:
+        message = CHANGED_PREFIX + record.task_id
+        written = bool(await combined(updated, expected_version=record.version, message=message))
+    else:
+        written = await store.replace(updated, expected_version=record.version)
+    if written:
+        if observer is not None:
+            observer.changed(record, updated)
+        if push and combined is None:
+            await announce(store, record.task_id)
+    return written
+
+
+async def announce(store: TaskStore, task_id: str) -> None:
+    """Tell listen streams on every instance that the task changed (they re-read it). Losing one
+    is tolerated (streams re-read periodically), so a failure does not fail the write."""
+    try:
+        await store.publish(CHANGED_PREFIX + task_id)
+    except Exception:
+        logger.debug("could not announce a change of task %s", task_id, exc_info=True)
