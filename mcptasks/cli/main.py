@@ -362,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--fast-path",
         choices=("on", "off"),
-        help="answer tasks/get|update|cancel and task tool calls over HTTP below the SDK's request machinery "
-        "(default on; also $MCPTASKS_FAST_PATH)",
+        help="answer tasks/get|update|cancel, task tool calls and task listen streams over HTTP below the "
+        "SDK's request machinery (default on; also $MCPTASKS_FAST_PATH)",
     )
     run.add_argument(
         "--accept-missing-mcp-name",

@@ -158,7 +158,8 @@ def http_app(
 ) -> Starlette:
     """`mcp`'s Streamable HTTP app with header values trimmed (`TrimmedHeaderValues`), the
     protocol-version hint and, where `extension` serves it and `fast_path` (default: its
-    `EngineConfig.fast_path`) is on, the `tasks/*` fast path."""
+    `EngineConfig.fast_path`) is on, the `tasks/*` fast path and the lean path of task-only
+    listen streams (`mcptasks.server.listen_path`)."""
     app = mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
     app.add_middleware(ProtocolVersionHint)
     if extension is not None and (extension.config.fast_path if fast_path is None else fast_path):

@@ -42,6 +42,7 @@ from mcptasks._runtime.push import TaskPush
 from mcptasks.errors import ProtocolError
 from mcptasks.server.answered_calls import take_from
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
+from mcptasks.server.listen_hub import ListenHub
 from mcptasks.server.listing import TaskToolListing
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
@@ -142,6 +143,8 @@ class TasksExtension(Extension):
         self.push: TaskPush | None = None
         """Serves `notifications/tasks` on `subscriptions/listen` (None when `push=False`)."""
         self._listen: TaskListenMiddleware | None = None
+        self.listen_hub: ListenHub | None = None
+        """Serves task-only listen streams below the SDK over HTTP (`mcptasks.server.listen_path`)."""
         self._apply(config)
         self._servers: weakref.WeakSet[MCPServer[Any]] = weakref.WeakSet()
         self._lifespan_guests = 0
@@ -164,8 +167,9 @@ class TasksExtension(Extension):
         if config.push and self.push is None:
             self.push = TaskPush(self.engine)
             self._listen = TaskListenMiddleware(self.push, current_owner)
+            self.listen_hub = ListenHub(self.push)
         elif not config.push:
-            self.push = self._listen = None
+            self.push = self._listen = self.listen_hub = None
         if config.keepalive is not None:
             set_sse_keepalive(config.keepalive)
 
@@ -277,6 +281,8 @@ class TasksExtension(Extension):
             return
         async with anyio.create_task_group() as group:
             await group.start(self.push.feed.run, self.engine.store)
+            if self.listen_hub is not None:
+                await group.start(self.listen_hub.run)
             try:
                 yield
             finally:

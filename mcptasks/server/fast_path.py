@@ -60,7 +60,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcptasks._runtime.protocol import detailed_task
 from mcptasks.server.answered_calls import AnsweredCall, leave_on
-from mcptasks.server.extension import TasksExtension, call_tool_result
+from mcptasks.server.extension import TasksExtension, call_tool_result, current_owner
 from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.listen import TaskListenMiddleware
 from mcptasks.server.poll_answers import PollAnswers
@@ -432,7 +432,9 @@ def _endpoint(app: Starlette, path: str) -> Any:
 
 
 def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: str = "/mcp") -> bool:
-    """Install `TasksFastPath` on `app` (the SDK's Streamable HTTP app of `mcp` at `path`).
+    """Install `TasksFastPath` on `app` (the SDK's Streamable HTTP app of `mcp` at `path`), and in
+    front of it the lean path of task-only listen streams (`mcptasks.server.listen_path`) when
+    the extension serves push.
 
     Its `FastPathStats` are `app.state.tasks_fast_path`. Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
     app (authentication wraps it, for one): those requests keep the SDK path."""
@@ -446,4 +448,14 @@ def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: 
         TasksFastPath, extension=extension, manager=endpoint.session_manager, path=path, stats=stats
     )
     app.state.tasks_fast_path = stats
+    if extension.listen_hub is not None:
+        from mcptasks.server.listen_path import add_listen_path  # it builds on this module
+
+        add_listen_path(
+            app,
+            extension.listen_hub,
+            owner=current_owner,
+            owns_middleware=extension.owns_middleware,
+            path=path,
+        )
     return True

@@ -45,6 +45,7 @@ def set_sse_keepalive(seconds: float) -> None:
     to every server in the process (and is also how long an ordinary request may stay silent
     before its response switches to SSE). Raises `RuntimeError` on an SDK without it.
     """
+    global _keepalive
     if not seconds > 0:
         raise ValueError("the keep-alive interval must be positive")
     from mcp.server import _streamable_http_modern as modern
@@ -52,6 +53,19 @@ def set_sse_keepalive(seconds: float) -> None:
     if not isinstance(getattr(modern, "_SSE_PING_INTERVAL", None), (int, float)):
         raise RuntimeError("this version of the mcp SDK has no SSE keep-alive interval to set")
     modern._SSE_PING_INTERVAL = float(seconds)
+    _keepalive = float(seconds)
+
+
+SDK_SSE_KEEPALIVE = 15.0
+"""The SDK's keep-alive interval until `set_sse_keepalive` changes it."""
+
+_keepalive = SDK_SSE_KEEPALIVE
+
+
+def sse_keepalive() -> float:
+    """The keep-alive interval of listen streams: the last `set_sse_keepalive`, else the SDK's 15 s
+    (what the lean listen path, `mcptasks.server.listen_path`, pings at)."""
+    return _keepalive
 
 
 class TaskNotification(Notification[dict[str, Any], Literal["notifications/tasks"]]):
@@ -60,7 +74,8 @@ class TaskNotification(Notification[dict[str, Any], Literal["notifications/tasks
     method: Literal["notifications/tasks"] = "notifications/tasks"
 
 
-def _closing(subscription_id: Any, reason: EndReason) -> dict[str, Any]:
+def closing_result(subscription_id: Any, reason: EndReason) -> dict[str, Any]:
+    """The result that ends a task listen stream: `complete`, with the subscription id and why."""
     if reason == "slow":
         logger.warning("listen stream %r dropped: the client did not keep up", subscription_id)
     return {
@@ -156,7 +171,7 @@ class TaskListenMiddleware:
             )
             await ctx.session.send_notification(ack, related_request_id=subscription_id)
             reason = await self.push.stream(slot, send=send)
-            return _closing(subscription_id, reason)
+            return closing_result(subscription_id, reason)
         return await self._with_core_kinds(ctx, call_next, core, slot, send)
 
     async def _with_core_kinds(
@@ -198,4 +213,4 @@ class TaskListenMiddleware:
             raise failure[0]
         if outcome:
             return outcome[0]
-        return _closing(ctx.request_id, ended[0] if ended else "shutdown")
+        return closing_result(ctx.request_id, ended[0] if ended else "shutdown")
