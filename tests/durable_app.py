@@ -57,7 +57,11 @@ def note(task_id: str, what: str, event: str) -> None:
 
 def events(task_id: str) -> list[tuple[str, str, int]]:
     """Every line of the task's counter file as `(what, event, pid)`."""
-    path = counter_path(task_id)
+    return read_events(counter_path(task_id))
+
+
+def read_events(path: Path) -> list[tuple[str, str, int]]:
+    """The lines of a counter file as `(what, event, pid)` (none when it does not exist yet)."""
     if not path.exists():
         return []
     rows = []

@@ -191,7 +191,8 @@ class TaskToolOptions(TypedDict, total=False):
       again, answered questions get their recorded answers, and the question still open is
       asked again under the same key. Needs a persistent store to survive a restart (on
       `memory://` it only survives within the process). `max_attempts` (default 3) bounds the
-      runs a crash may start; hand-overs do not count.
+      runs a crash may start; hand-overs do not count. The body is an `async def` or a `def`
+      generator (a plain `def` function cannot run steps: `TypeError`).
     - `required_capabilities`: client capabilities (`"elicitation"`, `"sampling"`, `"roots"`) the
       tool cannot work without: a call whose request does not declare them gets -32021 naming
       them before any work (except in the fallback `"tools"` mode, where the model answers).
@@ -256,7 +257,7 @@ def _checked_capabilities(name: str, capabilities: Sequence[InputCapability]) ->
     return tuple(dict.fromkeys(required))  # type: ignore[arg-type]
 
 
-def _check_rounds(name: str, is_generator: bool, options: TaskToolOptions) -> None:
+def _check_rounds(name: str, threaded: bool, is_generator: bool, options: TaskToolOptions) -> None:
     before = options.get("input_before_task", False)
     if before and not is_generator:
         raise TypeError(f"task tool {name!r}: input_before_task needs a generator body (one with 'yield')")
@@ -264,6 +265,12 @@ def _check_rounds(name: str, is_generator: bool, options: TaskToolOptions) -> No
         raise ValueError(
             f"task tool {name!r}: input_before_task rounds replay the body from its start, so "
             "they cannot be combined with replay_safe=False"
+        )
+    if options.get("durable", False) and threaded and not is_generator:
+        raise TypeError(
+            f"task tool {name!r}: durable=True needs a body that can run steps: an 'async def' "
+            "(await ctx.step(...)) or a 'def' generator (yield Step(...)); a plain 'def' function "
+            "cannot await a step, so a replay would run all of it again"
         )
     attempts = options.get("max_attempts", 3)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
@@ -308,7 +315,7 @@ def _build(fn: Callable[P, R], options: TaskToolOptions) -> TaskTool[P, R]:
     task_support = options.get("task_support", "optional")
     fallback = options.get("fallback")
     _check_name(name, task_support, fallback)
-    _check_rounds(name, is_generator, options)
+    _check_rounds(name, threaded, is_generator, options)
     required = _checked_capabilities(name, options.get("required_capabilities", ()))
     model, schema, context_parameter = _arguments(fn, name)
     description = options.get("description")

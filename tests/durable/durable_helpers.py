@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
+from durable_app import read_events
 from mcp import Client
 from processes import ROOT, clean_env, free_port, listening, postgres_execute, wait_accepting
 from sdk_helpers import BY_HAND, Tasks, tasks_extension
@@ -239,14 +240,7 @@ def runs(counters: Path, task_id: str) -> Counter[tuple[str, str]]:
 
 def events_in(counters: Path, task_id: str) -> list[tuple[str, str, int]]:
     """The task's counter lines, `(what, event, pid)`, read from the test's counter directory."""
-    path = counters / f"{task_id}.runs"
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        what, event, pid = line.split()
-        rows.append((what, event, int(pid)))
-    return rows
+    return read_events(counters / f"{task_id}.runs")
 
 
 def body_pids(counters: Path, task_id: str) -> list[int]:

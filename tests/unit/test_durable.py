@@ -475,3 +475,11 @@ async def test_a_tool_error_or_protocol_error_in_a_step_is_raised_as_itself_live
         ]
         * 2
     )
+
+
+def test_a_plain_def_function_cannot_be_durable() -> None:
+    def blocking(ctx: TaskContext) -> str:
+        return "it cannot await a step"
+
+    with pytest.raises(TypeError, match="durable=True needs a body that can run steps"):
+        task_tool(durable=True)(blocking)
