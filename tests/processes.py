@@ -21,6 +21,33 @@ from mcptasks import EngineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 60.0
+EXIT_WAIT = 30.0
+"""How long a killed process may take to be reaped."""
+
+
+@dataclasses.dataclass
+class ServerProcess:
+    """One `mcptasks serve` (or worker) process a test started; its output goes to `log`."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    port: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill9(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(timeout=EXIT_WAIT)
 
 
 def clean_env(**overrides: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ import anyio
 import pytest
 from durable_app import read_events
 from mcp import Client
-from processes import ROOT, clean_env, free_port, listening, postgres_execute, wait_accepting
+from processes import ROOT, ServerProcess, clean_env, free_port, listening, postgres_execute, wait_accepting
 from sdk_helpers import BY_HAND, Tasks, tasks_extension
 
 from mcptasks._runtime.operator import open_store
@@ -52,25 +52,8 @@ POSTGRES_HINT = (
 # -- servers ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Server:
+class Server(ServerProcess):
     """One `mcptasks serve tests/durable_app.py` process; its output goes to `log`."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def sigterm(self, signum: int = signal.SIGTERM) -> float:
         """Stop it gracefully (SIGTERM, or SIGINT: Ctrl-C) and wait for its exit; the seconds
@@ -92,10 +75,6 @@ class Server:
             f"{self.name} exited with {code} after {signal.Signals(signum).name}:\n{self.output()[-4000:]}"
         )
         return time.monotonic() - started
-
-    def kill9(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
-        self.popen.wait(timeout=STOP_BOUND)
 
 
 @dataclass
@@ -132,7 +111,7 @@ class Servers:
             popen = subprocess.Popen(
                 argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
             )
-        server = Server(name, popen, port, log)
+        server = Server(name, popen, log, port)
         self.started.append(server)
         wait_accepting(popen, port, log)
         return server

@@ -43,7 +43,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
-from processes import listening, postgres_execute
+from processes import ServerProcess, listening, postgres_execute
 from push_helpers import as_notification, listen, task_frames, without_meta
 from sdk_helpers import RawClient, Tasks, answered_by_hand, tasks_extension
 
@@ -140,29 +140,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@dataclass
-class Proc:
+class Proc(ServerProcess):
     """One server or worker process; its output goes to `log`."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-    port: int | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def kill9(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
-        self.popen.wait(timeout=WAIT)
 
     def ready(self) -> bool:
         if self.port is None:
