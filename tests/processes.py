@@ -21,6 +21,29 @@ from mcptasks import EngineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 60.0
+_WITHOUT = """
+import sys
+blocked = set(sys.argv[1].split(","))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+from mcptasks.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def cli_command(*args: str, without: str | None = None) -> list[str]:
+    """`python -m mcptasks ARGS`, or with `without` (comma-separated top-level packages) the CLI
+    run with those packages unimportable, as in an install without that extra."""
+    prefix = ["-c", _WITHOUT, without] if without else ["-m", "mcptasks"]
+    return [sys.executable, *prefix, *args]
+
+
 EXIT_WAIT = 30.0
 """How long a killed process may take to be reaped."""
 

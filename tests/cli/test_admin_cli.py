@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from operator_stores import store_url, workload
+from processes import cli_command
 
 from mcptasks import SqliteTaskStore, TaskRecord
 from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
@@ -273,27 +274,10 @@ def test_durations_and_times() -> None:
 
 # -- stores that cannot be used, and stores that must not be created ---------------------------
 
-# Runs the CLI with some packages made unimportable, as in an install without that extra.
-_WITHOUT = """
-import sys
-blocked = set(sys.argv[1].split(","))
-
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in blocked:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, Block())
-from mcptasks.cli.main import main
-sys.exit(main(sys.argv[2:]))
-"""
-
 
 def _cli(*args: str, without: str | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
-    prefix = ["-c", _WITHOUT, without] if without else ["-m", "mcptasks"]
     done = subprocess.run(
-        [sys.executable, *prefix, *args],
+        cli_command(*args, without=without),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,

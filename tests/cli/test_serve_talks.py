@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.extension import advertise
 from private_servers import as_ordinary_user
-from processes import ROOT, clean_env, free_port, serving_http
+from processes import ROOT, clean_env, cli_command, free_port, serving_http
 from sdk_helpers import Tasks
 
 from mcptasks.stores.postgres import PostgresTaskStore
@@ -37,22 +37,6 @@ EXTENSION_ID = "io.modelcontextprotocol/tasks"
 TIMEOUT = 60.0
 """Upper bound of every wait; never a synchronisation delay."""
 
-# Runs the CLI with some packages made unimportable, as in an install without that extra.
-WITHOUT = """
-import sys
-blocked = set(sys.argv[1].split(","))
-
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in blocked:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, Block())
-from mcptasks.cli.main import main
-sys.exit(main(sys.argv[2:]))
-"""
-
 
 def run_cli(
     *args: str,
@@ -63,8 +47,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """`python -m mcptasks ARGS` to completion, stdin closed (optionally without some packages;
     `unprivileged`: never with root's privileges, see `as_ordinary_user`)."""
-    prefix = ["-c", WITHOUT, without] if without else ["-m", "mcptasks"]
-    command = [sys.executable, *prefix, *args]
+    command = cli_command(*args, without=without)
     return subprocess.run(
         as_ordinary_user(command) if unprivileged else command,
         capture_output=True,
