@@ -18,6 +18,7 @@ import argparse
 import shlex
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcptasks.cli.answers import Answers, parse_answers
@@ -27,7 +28,7 @@ from mcptasks.cli.failures import run_reporting
 from mcptasks.cli.ledger import LEDGER_ENV, open_ledger
 from mcptasks.cli.render import task_json, to_json, write
 from mcptasks.cli.schema import field_names, near
-from mcptasks.cli.target import add_target_options, split_target
+from mcptasks.cli.target import Target, add_target_options, split_target
 
 if TYPE_CHECKING:
     from mcptasks.client import DetailedTask, TaskHandle
@@ -44,25 +45,40 @@ def run_tasks(args: argparse.Namespace) -> int:
     name = args.tasks_command
     description = "Print the task as JSON." if name == "get" else "Cancel the task."
     args = reparse(args, add_target_options, f"{PROG} tasks {name}", _TASK_USAGE, description)
+
+    async def act(handle: TaskHandle) -> None:
+        if args.tasks_command == "cancel":
+            await handle.cancel()
+            task = await handle.status()
+            write(sys.stdout, f"cancellation requested; task {task_id} is {task.status}\n")
+        else:
+            write(sys.stdout, to_json(task_json(await handle.status())) + "\n")
+
+    target, task_id = _task_target(args)
+    return _on_the_task(args, target, task_id, act)
+
+
+def _task_target(args: argparse.Namespace) -> tuple[Target, str]:
+    """The server and the one TASK_ID after it (`CliError` otherwise)."""
     target, words = split_target(args.words, args.stdio, args.header)
     if len(words) != 1:
         raise CliError("expected exactly one TASK_ID after the server")
+    return target, words[0]
+
+
+def _on_the_task(
+    args: argparse.Namespace, target: Target, task_id: str, act: Callable[[TaskHandle], Awaitable[None]]
+) -> int:
+    """Run `act` on the task, resumed through the ledger; exit 0, or the failure reported in
+    one line."""
     ledger = open_ledger(args.ledger)
-    (task_id,) = words
 
     async def work() -> int:
         from mcptasks.client import TaskHandle, TasksClient
 
         extension = TasksClient(ledger=ledger, server_id=target.identity)
         async with target.client(extension) as client:
-            handle = TaskHandle.resume(client, task_id)
-            if args.tasks_command == "cancel":
-                await handle.cancel()
-                task = await handle.status()
-                write(sys.stdout, f"cancellation requested; task {task_id} is {task.status}\n")
-            else:
-                task = await handle.status()
-                write(sys.stdout, to_json(task_json(task)) + "\n")
+            await act(TaskHandle.resume(client, task_id))
         return EXIT_OK
 
     return run_reporting(work, sys.stderr, target.url)
@@ -80,31 +96,21 @@ def run_answer(args: argparse.Namespace) -> int:
     args = reparse(
         args, _add_answer_command_options, f"{PROG} tasks answer", _ANSWER_USAGE, _ANSWER_DESCRIPTION
     )
-    target, words = split_target(args.words, args.stdio, args.header)
-    if len(words) != 1:
-        raise CliError("expected exactly one TASK_ID after the server")
+    target, task_id = _task_target(args)
     answers = parse_answers(args.answer, args.answers, args.decline, args.cancel)
     if not answers:
         raise CliError(
             "nothing to answer with: give --answer KEY=JSON, --answers FILE, --decline or --cancel"
         )
-    ledger = open_ledger(args.ledger)
-    (task_id,) = words
 
-    async def work() -> int:
-        from mcptasks.client import TaskHandle, TasksClient
-
-        extension = TasksClient(ledger=ledger, server_id=target.identity)
-        async with target.client(extension) as client:
-            handle = TaskHandle.resume(client, task_id)
-            task = await _asking(handle)
-            responses = _responses(task, answers)
-            await handle.respond(responses)
-            task = await handle.status()
+    async def act(handle: TaskHandle) -> None:
+        task = await _asking(handle)
+        responses = _responses(task, answers)
+        await handle.respond(responses)
+        task = await handle.status()
         write(sys.stdout, f"answered {', '.join(responses)}; task {task_id} is {task.status}\n")
-        return EXIT_OK
 
-    return run_reporting(work, sys.stderr, target.url)
+    return _on_the_task(args, target, task_id, act)
 
 
 async def _asking(handle: TaskHandle) -> DetailedTask:
