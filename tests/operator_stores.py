@@ -18,11 +18,36 @@ import anyio
 import pytest
 from helpers import wait_for_status
 
-from mcptasks import Elicit, EngineConfig, ProtocolError, Result, TaskEngine, task_tool
+from mcptasks import (
+    Elicit,
+    EngineConfig,
+    ProtocolError,
+    Result,
+    SqliteTaskStore,
+    TaskEngine,
+    TaskRecord,
+    task_tool,
+)
 from mcptasks.stores.url import store_from_url
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def seeded_sqlite(path: Path, *records: TaskRecord) -> str:
+    """Write `records` into a new SQLite store at `path` (from sync code); its URL."""
+
+    async def write() -> None:
+        store = SqliteTaskStore(path)
+        await store.open()
+        try:
+            for record in records:
+                await store.create(record)
+        finally:
+            await store.close()
+
+    anyio.run(write)
+    return f"sqlite:///{path}"
 
 
 def listening(port: int) -> bool:

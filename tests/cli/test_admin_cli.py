@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 import pytest
-from operator_stores import store_url, workload
+from operator_stores import seeded_sqlite, store_url, workload
 from processes import cli_command
 
-from mcptasks import SqliteTaskStore, TaskRecord
+from mcptasks import TaskRecord
 from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
 from mcptasks.cli.main import main
 from mcptasks.stores.base import KeepsJournal
@@ -109,24 +109,10 @@ async def test_admin_commands_on_a_live_store(store_url: str) -> None:
 # -- in-process: tables, escaping and errors (SQLite) ------------------------------------------
 
 
-def _seed(path: Path, *records: TaskRecord) -> str:
-    async def write() -> None:
-        store = SqliteTaskStore(path)
-        await store.open()
-        try:
-            for record in records:
-                await store.create(record)
-        finally:
-            await store.close()
-
-    anyio.run(write)
-    return f"sqlite:///{path}"
-
-
 def test_list_table_escapes_control_characters_and_hides_owners(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = _seed(
+    url = seeded_sqlite(
         tmp_path / "t.db",
         TaskRecord(task_id="t-1", owner="bob", tool="build", status_message="\x1b[31mred\x1b[0m\nnext"),
     )
@@ -143,7 +129,7 @@ def test_list_table_escapes_control_characters_and_hides_owners(
 def test_show_and_stats_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record = TaskRecord(task_id="t-2", owner="bob", tool="build", created_at=time.time() - 7200)
     waiting = record.evolve(status="input_required", status_message="need a token")
-    url = _seed(
+    url = seeded_sqlite(
         tmp_path / "t.db", waiting, TaskRecord(task_id="t-3", owner="bob", tool="lint", status="failed")
     )
     assert main(["admin", "show", "t-2", "--store", url]) == 0
@@ -247,7 +233,7 @@ def test_bad_input_is_one_clear_line(
 ) -> None:
     monkeypatch.delenv("MCPTASKS_STORE", raising=False)
     if "--store" not in argv and message != "name the task store":
-        argv = [*argv, "--store", _seed(tmp_path / "e.db")]
+        argv = [*argv, "--store", seeded_sqlite(tmp_path / "e.db")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("mcptasks admin: error: ") and message in err and len(err.splitlines()) == 1
@@ -257,7 +243,7 @@ def test_store_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
     monkeypatch.setenv(
-        "MCPTASKS_STORE", _seed(tmp_path / "env.db", TaskRecord(task_id="t-9", owner="o", tool="x"))
+        "MCPTASKS_STORE", seeded_sqlite(tmp_path / "env.db", TaskRecord(task_id="t-9", owner="o", tool="x"))
     )
     assert main(["admin", "list", "--json"]) == 0
     assert [task["taskId"] for task in json.loads(capsys.readouterr().out)["tasks"]] == ["t-9"]
@@ -345,7 +331,7 @@ def test_an_unusable_store_is_one_line(tmp_path: Path) -> None:
 def test_reads_do_not_migrate_an_older_schema(tmp_path: Path) -> None:
     if SCHEMA_VERSION < 2:
         pytest.skip("there is no older SQLite schema yet")
-    url = _seed(tmp_path / "old.db", TaskRecord(task_id="t-1", owner="o", tool="x"))
+    url = seeded_sqlite(tmp_path / "old.db", TaskRecord(task_id="t-1", owner="o", tool="x"))
     with sqlite3.connect(tmp_path / "old.db") as conn:  # as an older mcptasks left it
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
     for command in (["admin", "list"], ["admin", "show", "t-1"], ["admin", "stats"], ["dashboard"]):
@@ -360,7 +346,7 @@ def test_a_purge_is_logged_by_the_command(tmp_path: Path) -> None:
     old = TaskRecord(
         task_id="t-1", owner="o", tool="x", status="completed", created_at=time.time() - 3 * 86400
     )
-    url = _seed(tmp_path / "p.db", old)
+    url = seeded_sqlite(tmp_path / "p.db", old)
     code, out, err = _cli("admin", "purge", "--store", url, "--older-than", "1d")
     assert code == 0 and out.startswith("deleted 1 cancelled/completed/failed task(s)"), (out, err)
     [logged] = err.splitlines()

@@ -48,6 +48,7 @@ from doc_blocks import blocks, build_file, write_file
 from fresh_modules import load_fresh
 from mcp import Client
 from mcp_types import ElicitResult
+from operator_stores import seeded_sqlite
 from push_helpers import as_notification, listen, without_meta
 from sdk_helpers import (
     BY_HAND,
@@ -1411,7 +1412,7 @@ async def test_operate_dashboard_mounted_behind_the_servers_login(
 
 @exercises("operate_admin.py")
 def test_operate_admin_queries_and_purges_a_store(tmp_path: Path) -> None:
-    from mcptasks import SqliteTaskStore, TaskRecord
+    from mcptasks import TaskRecord
 
     week_ago = time.time() - 8 * 86400
     records = [
@@ -1422,16 +1423,7 @@ def test_operate_admin_queries_and_purges_a_store(tmp_path: Path) -> None:
         TaskRecord(task_id="t-new", owner="o", tool="lint", status="completed"),
     ]
 
-    async def seed() -> None:
-        store = SqliteTaskStore(tmp_path / "tasks.db")
-        await store.open()
-        try:
-            for record in records:
-                await store.create(record)
-        finally:
-            await store.close()
-
-    anyio.run(seed)
+    seeded_sqlite(tmp_path / "tasks.db", *records)
     done = subprocess.run(
         [sys.executable, str(SNIPPETS / "operate_admin.py"), "sqlite:///tasks.db"],
         capture_output=True,
