@@ -33,7 +33,7 @@ def checked_state(state: Any) -> Any:
     """`state` as a plain JSON value (a copy), or `ValueError` saying why it cannot be saved."""
     try:
         text = json.dumps(state, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(
             f"a checkpoint must be plain JSON (dict, list, str, number, bool, None): {exc}"
         ) from None

@@ -139,7 +139,7 @@ async def step_entry(
         return entry, exc
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         message = (
             f"step {step.name!r} returned a {type(value).__name__}, which is not plain JSON (dict, list, "
             f"str, number, bool, None): {exc}"
@@ -183,7 +183,7 @@ MAX_UNJOURNALLED_BYTES = 1024 * 1024
 def _plain_json(value: Any) -> bool:
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
     return True
 

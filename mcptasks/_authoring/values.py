@@ -24,30 +24,47 @@ def _where(path: str) -> str:
     return path or "the value"
 
 
+_LEAVE = object()
+"""Marks, on `check_json`'s stack, where the children of a container end."""
+
+
 def check_json(value: Any, path: str = "") -> None:
     """Raise `InvalidValue` unless `value` is plain JSON: dict with str keys, list, str, bool,
-    None, int, or a finite float. Tuples count as lists. NaN and Infinity are rejected."""
-    stack: list[tuple[Any, str]] = [(value, path)]
+    None, int, or a finite float. Tuples count as lists. NaN and Infinity are rejected, and so is
+    a container that contains itself (JSON is a tree; a shared, acyclic part is fine)."""
+    stack: list[tuple[Any, Any]] = [(value, path)]
+    inside: set[int] = set()  # the containers on the path to the item being looked at
     while stack:
         item, where = stack.pop()
-        if item is None or isinstance(item, (str, bool, int)):
+        if item is _LEAVE:
+            inside.discard(where)
+        elif item is None or isinstance(item, (str, bool, int)):
             continue
-        if isinstance(item, float):
+        elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidValue(f"{_where(where)} is {item!r}: JSON has no NaN or Infinity")
-            continue
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise InvalidValue(
-                        f"{_where(where)} has a key of type {type(key).__name__} ({key!r}); JSON keys are strings"
-                    )
-                stack.append((child, f"{where}.{key}" if where else key))
-            continue
-        if isinstance(item, (list, tuple)):
-            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
-            continue
-        raise InvalidValue(f"{_where(where)} is of type {type(item).__name__}, which is not JSON")
+        elif isinstance(item, (dict, list, tuple)):
+            if id(item) in inside:
+                raise InvalidValue(f"{_where(where)} contains itself (a cycle); JSON values are trees")
+            inside.add(id(item))
+            stack.append((_LEAVE, id(item)))
+            stack.extend(_children(item, where))
+        else:
+            raise InvalidValue(f"{_where(where)} is of type {type(item).__name__}, which is not JSON")
+
+
+def _children(item: dict[Any, Any] | list[Any] | tuple[Any, ...], where: str) -> list[tuple[Any, str]]:
+    """A container's items with their paths (`InvalidValue` for a dict key that is no str)."""
+    if not isinstance(item, dict):
+        return [(child, f"{where}[{i}]") for i, child in enumerate(item)]
+    children = []
+    for key, child in item.items():
+        if not isinstance(key, str):
+            raise InvalidValue(
+                f"{_where(where)} has a key of type {type(key).__name__} ({key!r}); JSON keys are strings"
+            )
+        children.append((child, f"{where}.{key}" if where else key))
+    return children
 
 
 def json_size(value: Any) -> int:

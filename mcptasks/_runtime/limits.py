@@ -76,7 +76,8 @@ class Limits:
       `max_listen_streams`.
     - `max_journal_entries` / `max_journal_entry_bytes` / `max_journal_bytes`: the bounds of a
       durable body's journal (`durable=True`): entries (a step is one, a question two), the JSON
-      of one entry (a step result over it fails the step with `StepFailed`), and all of them.
+      of one step's value (over it the step fails with `StepFailed`; answers are bounded by the
+      request size), and all entries together.
       A body whose journal is full fails (-32603, `data.reason: "journal_full"`).
 
     A per-owner bound is a whole number, None (no per-owner bound) or `"share"` (the default: a

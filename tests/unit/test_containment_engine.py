@@ -319,3 +319,19 @@ def test_limits_reject_nonsense(field: str, value: Any, problem: str) -> None:
 def test_limits_accept_none_for_unbounded_and_zero_status_interval() -> None:
     limits = Limits(max_active=None, max_active_per_owner=None, blocking_threshold=None, status_interval=0)
     assert limits.max_active is None and limits.status_interval == 0
+
+
+async def test_a_yielded_value_that_contains_itself_fails_the_task_instead_of_hanging() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+
+    @task_tool
+    async def asks_a_cycle():
+        yield Elicit("q", {"type": "object", "properties": {}, "x": loop})
+
+    async with serve(asks_a_cycle) as (_, protocol):
+        client = Client(protocol)
+        with anyio.fail_after(10):
+            final = await client.finish(await client.start("asks_a_cycle"))
+    assert final["status"] == "failed" and final["error"]["data"] == {"reason": "invalid_value"}
+    assert "requestedSchema.x[0] contains itself (a cycle)" in final["error"]["message"]

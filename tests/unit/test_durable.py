@@ -483,3 +483,24 @@ def test_a_plain_def_function_cannot_be_durable() -> None:
 
     with pytest.raises(TypeError, match="durable=True needs a body that can run steps"):
         task_tool(durable=True)(blocking)
+
+
+async def test_a_step_value_too_deep_to_encode_fails_the_step() -> None:
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]
+
+    @task_tool(durable=True)
+    async def nested(ctx: TaskContext) -> str:
+        try:
+            await ctx.step(lambda: deep)
+        except StepFailed as exc:
+            return exc.type
+        return "no error"
+
+    async with serve(nested) as (_, protocol):
+        client = Client(protocol)
+        final = await client.finish(await client.start("nested"))
+    assert final["result"]["content"][0]["text"] == "TypeError"
