@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _PUBLIC: dict[str, str] = {
     # -- what most users need ----------------------------------------------------------------
@@ -78,6 +78,12 @@ _PUBLIC: dict[str, str] = {
     "ListenSlot": "mcptasks._runtime.push",
     "TaskFeed": "mcptasks._runtime.feed",
     "Outcome": "mcptasks._runtime.driver",
+    "Executor": "mcptasks._runtime.executor",
+    "ExecutorHost": "mcptasks._runtime.executor",
+    "HeldElsewhere": "mcptasks._runtime.executor",
+    "HandedOver": "mcptasks._runtime.executor",
+    "TemporalExecutor": "mcptasks.executors.temporal",
+    "DBOSExecutor": "mcptasks.executors.dbos",
     # -- stores, advanced --------------------------------------------------------------------
     "TaskStore": "mcptasks.stores.base",
     "TaskRecord": "mcptasks.stores.base",
@@ -87,7 +93,7 @@ _PUBLIC: dict[str, str] = {
     "TaskPage": "mcptasks.stores.admin",
     "TaskStats": "mcptasks.stores.admin",
     "RunnerLease": "mcptasks.stores.admin",
-    "MissingExtra": "mcptasks.stores.url",
+    "MissingExtra": "mcptasks.stores.extras",
     "SchemaVersionError": "mcptasks.stores.base",
     "RedisTaskStore": "mcptasks.stores.redis",
     "PostgresTaskStore": "mcptasks.stores.postgres",
@@ -164,6 +170,10 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._runtime.config import EngineConfig as EngineConfig
     from mcptasks._runtime.driver import Outcome as Outcome
     from mcptasks._runtime.engine import TaskEngine as TaskEngine
+    from mcptasks._runtime.executor import Executor as Executor
+    from mcptasks._runtime.executor import ExecutorHost as ExecutorHost
+    from mcptasks._runtime.executor import HandedOver as HandedOver
+    from mcptasks._runtime.executor import HeldElsewhere as HeldElsewhere
     from mcptasks._runtime.feed import TaskFeed as TaskFeed
     from mcptasks._runtime.limits import Limits as Limits
     from mcptasks._runtime.limits import TooManyTasks as TooManyTasks
@@ -191,6 +201,8 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks.errors import TaskError as TaskError
     from mcptasks.errors import TaskNotFound as TaskNotFound
     from mcptasks.errors import ToolError as ToolError
+    from mcptasks.executors.dbos import DBOSExecutor as DBOSExecutor
+    from mcptasks.executors.temporal import TemporalExecutor as TemporalExecutor
     from mcptasks.server.app import TaskServer as TaskServer
     from mcptasks.server.extension import TasksExtension as TasksExtension
     from mcptasks.stores.admin import RunnerLease as RunnerLease
@@ -202,11 +214,11 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks.stores.base import TaskExists as TaskExists
     from mcptasks.stores.base import TaskRecord as TaskRecord
     from mcptasks.stores.base import TaskStore as TaskStore
+    from mcptasks.stores.extras import MissingExtra as MissingExtra
     from mcptasks.stores.memory import MemoryTaskStore as MemoryTaskStore
     from mcptasks.stores.postgres import PostgresTaskStore as PostgresTaskStore
     from mcptasks.stores.redis import RedisTaskStore as RedisTaskStore
     from mcptasks.stores.sqlite import SqliteTaskStore as SqliteTaskStore
-    from mcptasks.stores.url import MissingExtra as MissingExtra
     from mcptasks.stores.url import store_from_url as store_from_url
     from mcptasks.wire import EXTENSION_ID as EXTENSION_ID
     from mcptasks.wire import TaskState as TaskState

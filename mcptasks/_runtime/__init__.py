@@ -8,11 +8,13 @@ Where things are:
   tasks, applies client requests (`get`, `update`, `cancel`), runs the background duties;
   `polling`: advertised poll intervals and poll limiting.
 - `run`: `TaskRun`, one running body and the record writes it makes (status, checkpoint, input),
-  through `RunHost`, the part of the engine a run may use.
+  through `RunHost` (`run_host`), the part of the engine a run may use; `questions`: one `ask`
+  of a body and its answers.
 - `driver`: turns a body's yields into channel calls and its end into an `Outcome`.
 - `recovery`: what becomes of tasks whose runner is gone; `heartbeat`, `instances`: leases.
-- `protocol`: `TasksProtocol`, the extension's requests as plain dicts; `routes` decides how a
-  `tools/call` is answered; `mrtr`, `parking`, `request_state`: input rounds on `tools/call`;
+- `protocol`: `TasksProtocol`, the extension's requests as plain dicts; `request_params` reads
+  and refuses their params, `routing_headers` checks `Mcp-Method` / `Mcp-Name`, `task_results`
+  renders the result dicts; `routes` decides how a `tools/call` is answered; `mrtr`, `parking`, `request_state`: input rounds on `tools/call`;
   `fallback`: the generated `task_*` tools.
 - `feed`, `push`: change notifications and `notifications/tasks` streams.
 - `limits`, `outages`, `watchdog`, `observer`, `tasklog`, `operator`: bounds, store outages, a

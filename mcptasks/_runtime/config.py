@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from mcptasks._authoring.tool import FALLBACK_MODES, FallbackMode
+from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry
 
@@ -42,6 +43,11 @@ class EngineConfig:
     run_tasks: bool = field(default=True, metadata=_flag("--enqueue-only"))
     """False makes a serving-only replica: tasks are created queued and `mcptasks worker`
     processes claim and run them (a body that already gathered input on its call still runs here)."""
+    executor: str | Executor | None = field(default=None, metadata=_flag("--executor"))
+    """Where bodies run: None, this process (and `mcptasks worker` processes claiming from the
+    store); an `Executor` or its URL (`temporal://HOST:PORT[/NAMESPACE]`, `dbos+postgresql://...`,
+    `dbos+sqlite:///PATH`): the executor's workers run them and this engine runs no body itself
+    unless `run_tasks` makes it one of those workers."""
     instance_id: str | None = None
     """This instance's id in the store; None: generated (machine, process id, start time)."""
     lease_ttl: float = field(default=15.0, metadata=_flag("--lease-ttl"))
@@ -149,9 +155,10 @@ def apply_flags(
     concurrency: int | None = None,
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
+    executor: str | None = None,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`); raises
+    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--executor`); raises
     `ValueError` for an invalid value."""
     changes: dict[str, Any] = {}
     if enqueue_only:
@@ -164,6 +171,8 @@ def apply_flags(
         changes["fast_path"] = fast_path
     if accept_missing_mcp_name:
         changes["accept_missing_mcp_name"] = True
+    if executor is not None:
+        changes["executor"] = executor
     return replace(config, **changes)
 
 
@@ -189,6 +198,9 @@ def _flag_value(value: object) -> bool:
 
 _CHECKS: dict[str, Callable[[object], bool]] = {
     "run_tasks": _flag_value,
+    "executor": _optional(
+        lambda value: (isinstance(value, str) and value != "") or isinstance(value, Executor)
+    ),
     "instance_id": _optional(lambda value: isinstance(value, str) and value != ""),
     "lease_ttl": _positive,
     "max_concurrent": _optional(_count(1)),
@@ -216,6 +228,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
 
 _RULES = {
     "run_tasks": "must be True or False",
+    "executor": "must be an Executor, an executor URL or None",
     "instance_id": "must be a non-empty string or None",
     "lease_ttl": "must be a positive number of seconds",
     "max_concurrent": "must be a positive integer or None",

@@ -7,15 +7,10 @@ imports a host SDK, so any host can serve it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import logging
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import anyio
-from pydantic import BaseModel, ValidationError
 
 from mcptasks._authoring.capabilities import (
     METHOD_CAPABILITY,
@@ -47,238 +42,34 @@ from mcptasks._runtime.limits import reached
 from mcptasks._runtime.mrtr import InputNeeded, StartedBody, SyncRounds, advance_to_task
 from mcptasks._runtime.outages import reported_as_unavailable
 from mcptasks._runtime.parking import InlineSession, ParkedCalls
+from mcptasks._runtime.request_params import (
+    idempotency_key,
+    missing_extension_error,
+    opted_in_params,
+    parse_params,
+    task_id_param,
+)
 from mcptasks._runtime.request_state import RequestStateCodec
 from mcptasks._runtime.routes import Route, route_of
+from mcptasks._runtime.routing_headers import MissingNameWarnings, check_routing_headers
+from mcptasks._runtime.task_results import complete, create_task_result, detailed_task
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import (
-    CLIENT_INFO_META,
     EXTENSION_ID,
-    HEADER_MISMATCH,
-    IDEMPOTENCY_META,
     INTERNAL_ERROR,
     INVALID_PARAMS,
-    METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
-    REMOVED_TASK_METHODS,
-    TASK_METHODS,
     CancelTaskParams,
     GetTaskParams,
     UpdateTaskParams,
     client_capabilities,
     client_opted_in,
-    iso_timestamp,
     missing_capability_data,
 )
 
-logger = logging.getLogger("mcptasks")
-
 ANONYMOUS_OWNER = "anonymous"
 """The owner of tasks created without an authenticated principal (bearer-id semantics)."""
-
-
-def idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
-    """The idempotency key a request carries in `_meta`, if any (-32602 when it is not a string)."""
-    if not meta or IDEMPOTENCY_META not in meta:
-        return None
-    key = meta[IDEMPOTENCY_META]
-    if not isinstance(key, str) or not 0 < len(key) <= 256:
-        raise ProtocolError(
-            INVALID_PARAMS, f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1-256 characters"
-        )
-    return key
-
-
-def missing_extension_error(what: str) -> ProtocolError:
-    """The -32021 error for a request that needs the tasks extension but did not declare it."""
-    return ProtocolError(
-        MISSING_REQUIRED_CLIENT_CAPABILITY,
-        f"{what} requires the client capability extensions[{EXTENSION_ID!r}] in this request's _meta",
-        missing_capability_data(),
-    )
-
-
-def task_fields(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
-    """The `Task` fields of a record."""
-    created = iso_timestamp(record.created_at)
-    updated = created if record.updated_at == record.created_at else iso_timestamp(record.updated_at)
-    fields: dict[str, Any] = {
-        "taskId": record.task_id,
-        "status": record.status,
-        "createdAt": created,
-        "lastUpdatedAt": updated,
-        "ttlMs": record.ttl_ms,
-    }
-    if record.status_message is not None:
-        fields["statusMessage"] = record.status_message
-    if poll_interval_ms is not None:
-        fields["pollIntervalMs"] = poll_interval_ms
-    return fields
-
-
-def create_task_result(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
-    """The flat `CreateTaskResult` (`resultType: "task"`)."""
-    return {"resultType": "task", **task_fields(record, poll_interval_ms)}
-
-
-def detailed_task(record: TaskRecord, poll_interval_ms: int | None) -> dict[str, Any]:
-    """The `tasks/get` result: the task plus `result`, `error` or outstanding `inputRequests`."""
-    result = complete(task_fields(record, poll_interval_ms))
-    if record.status == "completed" and record.result is not None:
-        result["result"] = complete(record.result)
-    elif record.status == "failed" and record.error is not None:
-        result["error"] = record.error
-    elif record.status == "input_required":
-        result["inputRequests"] = dict(record.input_requests)
-    return result
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    """The value of header `name` (lower case), whatever the case of the mapping's keys."""
-    value = headers.get(name)  # ASGI, Starlette and the SDK give lower-case names
-    if value is None:
-        value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    return None if value is None else str(value)
-
-
-_BASE64_HEADER = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
-
-
-def decode_header_value(value: str) -> str | None:
-    """A header value as sent, or the text of its `=?base64?...?=` form (SEP-2243).
-
-    A malformed encoded value (bad or non-canonical base64, bad UTF-8) gives None, so it never
-    matches anything.
-    """
-    if not value.startswith("=?"):
-        return value
-    match = _BASE64_HEADER.fullmatch(value)
-    if match is None:
-        return value
-    payload = match.group("payload")
-    try:
-        decoded = base64.b64decode(payload, validate=True)
-        if base64.b64encode(decoded).decode("ascii") != payload:
-            return None
-        return decoded.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-
-
-MISSING_NAME_HINT = (
-    "a server accepts a missing one with accept_missing_mcp_name (mcptasks serve "
-    "--accept-missing-mcp-name); see Tested clients (how-to/clients-tested) in the mcptasks docs"
-)
-"""What the -32020 error of a missing `Mcp-Name` adds: the switch that accepts it."""
-
-
-def check_routing_headers(
-    method: str, task_id: str, headers: Mapping[str, str] | None, *, accept_missing_name: bool = False
-) -> bool:
-    """On HTTP, `Mcp-Method` must equal the method and `Mcp-Name` the task id (-32020 otherwise).
-
-    `headers` is None on transports without headers (stdio, in-process), where nothing is checked.
-    With `accept_missing_name`, a missing `Mcp-Name` passes (a mismatched one never does); the
-    result says whether it was missing and accepted.
-    """
-    if headers is None:
-        return False
-    sent_method = _header(headers, "mcp-method")
-    if sent_method is not None and sent_method.strip() != method:
-        raise ProtocolError(
-            HEADER_MISMATCH, f"Mcp-Method header {sent_method.strip()!r} does not match {method!r}"
-        )
-    sent_name = _header(headers, "mcp-name")
-    if sent_name is None:
-        if accept_missing_name:
-            return True
-        raise ProtocolError(
-            HEADER_MISMATCH,
-            f"{method} over HTTP needs an Mcp-Name header equal to params.taskId; {MISSING_NAME_HINT}",
-        )
-    if decode_header_value(sent_name.strip()) != task_id:
-        raise ProtocolError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
-    return False
-
-
-MAX_WARNED_CLIENTS = 1000
-"""How many clients `MissingNameWarnings` remembers; past it, warnings stop rather than repeat."""
-
-
-class MissingNameWarnings:
-    """One warning per client (its `clientInfo` name and version, else its User-Agent) whose
-    `tasks/*` request over HTTP came without `Mcp-Name` and was accepted."""
-
-    def __init__(self) -> None:
-        self._warned: set[tuple[str, str]] = set()
-
-    def accepted(self, method: str, meta: Mapping[str, Any] | None, headers: Mapping[str, str]) -> None:
-        """Note an accepted request; warn when it is the first of its client."""
-        client = _client_of(meta, headers)
-        if client in self._warned or len(self._warned) >= MAX_WARNED_CLIENTS:
-            return
-        self._warned.add(client)
-        kind, who = client
-        logger.warning(
-            "accepted %s without an Mcp-Name header from %s %s (accept_missing_mcp_name is on; "
-            "logged once per client)",
-            method,
-            kind,
-            who,
-            extra={"event": "missing_mcp_name", "client": who},
-        )
-
-
-def _client_of(meta: Mapping[str, Any] | None, headers: Mapping[str, str]) -> tuple[str, str]:
-    """("client", "name version") from the request's `clientInfo`, else ("User-Agent", value)."""
-    info = meta.get(CLIENT_INFO_META) if isinstance(meta, Mapping) else None
-    if isinstance(info, Mapping) and isinstance(info.get("name"), str):
-        version = info.get("version")
-        name = f"{info['name']} {version}" if isinstance(version, str) else str(info["name"])
-        return "client", " ".join(name.split())[:200]
-    agent = _header(headers, "user-agent")
-    return "User-Agent", repr(agent[:200]) if agent is not None else "(none)"
-
-
-def _parse(model: type[BaseModel], method: str, params: Mapping[str, Any]) -> Any:
-    try:
-        return model.model_validate(dict(params))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "params"
-        raise ProtocolError(
-            INVALID_PARAMS, f"Invalid params for {method}: {where}: {first['msg']}", {"field": where}
-        ) from None
-
-
-def _opted_in_params(
-    method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None, tasks_allowed: bool
-) -> Mapping[str, Any]:
-    """`params` of a `tasks/*` request (`{}` for none) once the method is served and the request
-    opted in (`meta`, default `params["_meta"]`); -32601, -32602 or -32021 otherwise."""
-    if method in REMOVED_TASK_METHODS or method not in TASK_METHODS or not tasks_allowed:
-        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise ProtocolError(INVALID_PARAMS, f"Invalid params for {method}: params must be an object")
-    if meta is None:
-        raw_meta = params.get("_meta")
-        meta = raw_meta if isinstance(raw_meta, Mapping) else None
-    if not client_opted_in(dict(meta) if meta is not None else None):
-        raise missing_extension_error(method)
-    return params
-
-
-def _task_id(model: type[GetTaskParams | CancelTaskParams], method: str, params: Mapping[str, Any]) -> str:
-    """`params.taskId` as `model` validates it; plain params (a non-empty string id, `_meta` absent
-    or an object) are read as they are, without building the model (this runs on every poll)."""
-    task_id = params.get("taskId")
-    meta = params.get("_meta")
-    if type(task_id) is str and task_id and "task_id" not in params and (meta is None or type(meta) is dict):
-        return task_id
-    parsed: GetTaskParams | CancelTaskParams = _parse(model, method, params)
-    return parsed.task_id
 
 
 def before_task_only(request: InputRequest) -> bool:
@@ -311,11 +102,6 @@ def not_replay_safe_error(tool: str, full: tuple[str, int] | None = None) -> Pro
         f"extensions[{EXTENSION_ID!r}] in the request's client capabilities.",
         data,
     )
-
-
-def complete(result: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A reply with `resultType: "complete"` and the fields of `result`."""
-    return {"resultType": "complete", **(result or {})}
 
 
 class _Call(NamedTuple):
@@ -636,17 +422,17 @@ class TasksProtocol:
         -32601 unknown/removed method, -32021 no opt-in in this request, -32602 bad params or
         unknown/foreign task, -32020 header mismatch.
         """
-        params = _opted_in_params(method, params, meta, tasks_allowed)
+        params = opted_in_params(method, params, meta, tasks_allowed)
         if method == "tasks/get":
             record, interval = await self._read(params, owner, headers, meta, over_transport)
             return detailed_task(record, interval)
         if method == "tasks/update":
-            update = _parse(UpdateTaskParams, method, params)
+            update = parse_params(UpdateTaskParams, method, params)
             self._check_headers(method, update.task_id, headers, meta, params)
             with reported_as_unavailable(self.engine.store):
                 await self.engine.update(update.task_id, update.input_responses, owner=owner)
             return complete()
-        task_id = _task_id(CancelTaskParams, method, params)
+        task_id = task_id_param(CancelTaskParams, method, params)
         self._check_headers(method, task_id, headers, meta, params)
         with reported_as_unavailable(self.engine.store):
             await self.engine.cancel(task_id, owner=owner)
@@ -665,7 +451,7 @@ class TasksProtocol:
         `pollIntervalMs` to advertise (`detailed_task(record, interval)` is the result). The same
         checks and errors; a host that keeps the rendered answer of an unchanged task (the same
         `task_id`, `version` and interval) can send it again."""
-        params = _opted_in_params("tasks/get", params, meta, True)
+        params = opted_in_params("tasks/get", params, meta, True)
         return await self._read(params, owner, headers, meta, over_transport)
 
     def _check_headers(
@@ -693,7 +479,7 @@ class TasksProtocol:
         meta: Mapping[str, Any] | None,
         over_transport: bool,
     ) -> tuple[TaskRecord, int]:
-        task_id = _task_id(GetTaskParams, "tasks/get", params)
+        task_id = task_id_param(GetTaskParams, "tasks/get", params)
         self._check_headers("tasks/get", task_id, headers, meta, params)
         with reported_as_unavailable(self.engine.store):
             record = await self.engine.get(

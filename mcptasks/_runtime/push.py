@@ -25,7 +25,8 @@ import anyio
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.feed import TaskFeed
 from mcptasks._runtime.limits import default_share
-from mcptasks._runtime.protocol import detailed_task, missing_extension_error
+from mcptasks._runtime.request_params import missing_extension_error
+from mcptasks._runtime.task_results import detailed_task
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS, client_opted_in

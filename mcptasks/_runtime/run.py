@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
-from contextvars import Context
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -21,148 +20,26 @@ from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
 from mcptasks._runtime.journal import Journal
 from mcptasks._runtime.ledger import retained
-from mcptasks._runtime.limits import Limits
-from mcptasks._runtime.outages import StoreRetry, gave_up, is_permanent
+from mcptasks._runtime.outages import gave_up, is_permanent
+from mcptasks._runtime.questions import (
+    MAX_INVALID_ANSWERS,
+    Question,
+    answers_received,
+    error_response,
+    question_name,
+)
+from mcptasks._runtime.run_host import RunHost
 from mcptasks._runtime.tasklog import log_task
-from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.errors import ProtocolError
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import INVALID_PARAMS
 
 if TYPE_CHECKING:
-    from mcptasks._authoring.context import BodyChannel
     from mcptasks._authoring.threaded import ThreadShare
 
 T = TypeVar("T")
 
 logger = logging.getLogger("mcptasks")
-
-
-class RunHost(Protocol):
-    """What a `TaskRun` needs from the engine it runs on."""
-
-    @property
-    def instance_id(self) -> str:
-        """The id this engine runs tasks under (`TaskRecord.runner`)."""
-
-    @property
-    def store(self) -> TaskStore:
-        """The task store."""
-
-    @property
-    def limits(self) -> Limits:
-        """The engine's limits (status length and rate, input requests)."""
-
-    @property
-    def store_retry(self) -> StoreRetry:
-        """How long store calls are retried while the store is unreachable."""
-
-    @property
-    def permanent_errors(self) -> tuple[type[BaseException], ...]:
-        """The store errors that retrying cannot cure (every other one is retried)."""
-
-    @property
-    def input_poll_interval(self) -> float:
-        """How often a body waiting for input re-reads its record without a notification."""
-
-    @property
-    def stopping(self) -> bool:
-        """Whether the engine is shutting down (every body is asked to stop)."""
-
-    def hosts(self, run: TaskRun) -> bool:
-        """Whether `run` is still the engine's run of its task."""
-
-    def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
-        """Call `action` at `when` (`anyio.current_time()` clock)."""
-
-    def forget_wakeup(self, wakeup: Wakeup) -> None:
-        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
-
-    def parks(self, run: TaskRun) -> bool:
-        """Whether `run`'s body may wait for answers without its task now (`ask_or_park`)."""
-
-    def resume(self, run: TaskRun) -> None:
-        """Resume `run`'s parked body in a new task (nothing when it is not parked)."""
-
-    def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
-        """Start `job` in the engine's task group; False when the engine is not running."""
-
-    async def write_record(
-        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None], *, known: TaskRecord | None
-    ) -> TaskRecord | None:
-        """Apply `change` to the record with compare-and-set (None: the task ended or is gone)."""
-
-
-MAX_INVALID_ANSWERS = 3
-"""How many invalid answers to one question a task accepts before it fails with -32602."""
-
-
-def _error_response(raw: Any) -> ProtocolError | None:
-    """A JSON-RPC error object sent as an answer (the client refused the request), as an error."""
-    if (
-        isinstance(raw, dict)
-        and isinstance(raw.get("code"), int)
-        and isinstance(raw.get("message"), str)
-        and set(raw) <= {"code", "message", "data"}
-    ):
-        return ProtocolError(int(raw["code"]), str(raw["message"]), raw.get("data"))
-    return None
-
-
-class Question:
-    """One `ask`: its requests, the answers parsed so far, and the keys it waits on. It outlives
-    the task of a body that parks (`TaskRun.ask_or_park`), and then keeps what resuming the body
-    needs (`OpenQuestion`); what only a retry needs is made when one happens."""
-
-    __slots__ = (
-        "body",
-        "channel",
-        "context",
-        "keys",
-        "parsed",
-        "recorded",
-        "rejected",
-        "requests",
-        "run",
-        "single",
-        "todo",
-        "wakeup",
-    )
-
-    def __init__(self, run: TaskRun, requests: Sequence[InputRequest]) -> None:
-        self.run = run
-        self.requests = requests
-        """The requests, by index (an invalid answer's retry replaces its request)."""
-        self.parsed: list[Any] | None = None
-        """The parsed answers, by index (None: none yet)."""
-        self.rejected: list[int] | None = None
-        """How many invalid answers each request got (None: none yet)."""
-        self.todo: list[int] | None = None
-        """The indexes of the requests still to be answered validly (None: all of them)."""
-        self.keys: tuple[str, ...] | None = None
-        """The keys the requests in `todo` were issued under, in order (None: not issued yet)."""
-        self.recorded: list[Any] | None = None
-        """The answers to `keys` read from a durable run's journal (None: wait for them)."""
-        self.body: AsyncGenerator[Any, Any] | None = None
-        self.single = True
-        self.context: Context | None = None
-        self.channel: BodyChannel | None = None
-        self.wakeup: object = None
-
-    def answers(self, park: bool) -> Awaitable[list[Any]]:
-        """Go on waiting for the answers (see `TaskRun.ask_or_park`)."""
-        return self.run._answer(self, park)
-
-    def reject(self, index: int, replacement: InputRequest) -> int:
-        """Count an invalid answer to request `index`, which is asked again as `replacement`;
-        return how many it got."""
-        if self.rejected is None:
-            self.rejected = [0] * len(self.requests)
-        requests = list(self.requests)  # a new list: the caller's sequence stays as it was
-        requests[index] = replacement
-        self.requests = requests
-        self.rejected[index] += 1
-        return self.rejected[index]
 
 
 class TaskRun:
@@ -539,7 +416,7 @@ class TaskRun:
                 question.parsed = [None] * len(requests)
             retry: list[int] = []
             for index, raw in zip(todo, received, strict=True):
-                refusal = _error_response(raw)
+                refusal = error_response(raw)
                 if refusal is not None:
                     raise refusal
                 request = requests[index]
@@ -568,7 +445,7 @@ class TaskRun:
         if received is None:
             received = await self._await_answers(keys, question if park else None)
             if self.journal is not None:
-                entry = {"kind": "answer", "name": _names(asked), "answers": received}
+                entry = {"kind": "answer", "name": question_name(asked), "answers": received}
                 received = list((await self._journal(entry, "journalling the answers"))["answers"])
             await self._take_answers(keys)
         question.keys = question.recorded = None
@@ -582,7 +459,7 @@ class TaskRun:
         they are issued. Returns the keys and the journalled answers (None: not answered yet)."""
         journal = self.journal
         assert journal is not None
-        name = _names(requests)
+        name = question_name(requests)
         asked = journal.recorded("ask", name)
         if asked is None:
             journal.check_room()
@@ -647,7 +524,7 @@ class TaskRun:
                         await self._halt()
                         raise AssertionError("unreachable")  # pragma: no cover
                     self.record = record
-                    received = _answered(keys, record.input_responses)
+                    received = answers_received(keys, record.input_responses)
                     if received is not None:
                         break
                     if parking is not None and not wake.is_set() and self.host.parks(self):
@@ -674,15 +551,3 @@ class TaskRun:
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()
-
-
-def _names(requests: Sequence[InputRequest]) -> str:
-    """What a durable run's journal names a question by: the methods of its requests."""
-    return ",".join(request.method for request in requests)
-
-
-def _answered(keys: tuple[str, ...], responses: dict[str, Any]) -> list[Any] | None:
-    """The responses received for `keys`, in order, once there is one for each (else None)."""
-    if all(key in responses for key in keys):
-        return [responses[key] for key in keys]
-    return None

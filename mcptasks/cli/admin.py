@@ -34,7 +34,9 @@ from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import KeepsJournal, TaskStore
-from mcptasks.stores.url import MissingExtra, redact_url, store_from_url
+from mcptasks.stores.extras import MissingExtra
+from mcptasks.stores.redaction import redact_url
+from mcptasks.stores.url import store_from_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["STORE_ENV", "add_store_option", "open_operator_store", "register"]

@@ -62,7 +62,8 @@ def describe(exc: BaseException, url: str | None = None) -> str:
 def store_open_failure(exc: BaseException, shown: str) -> str:
     """Why the task store `shown` (a redacted URL) could not be opened, as one line."""
     from mcptasks.stores.base import StoreNotFound
-    from mcptasks.stores.url import MissingExtra, store_error_hint
+    from mcptasks.stores.extras import MissingExtra
+    from mcptasks.stores.url import store_error_hint
 
     cause = leaf(exc)
     if isinstance(cause, (MissingExtra, StoreNotFound)):

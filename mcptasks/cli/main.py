@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from mcptasks import __version__
+from mcptasks._runtime.executor import EXECUTOR_ENV
 from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.cli.arguments import Handler
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from mcptasks.cli.startup import Startup, ToolLine
-from mcptasks.stores.url import MissingExtra, store_error_hint
+from mcptasks.stores.extras import MissingExtra
+from mcptasks.stores.url import store_error_hint
 
 STORE_ENV = "MCPTASKS_STORE"
 
@@ -100,7 +102,8 @@ def _check_store(store_object: Any, shown: str) -> None:
 
 def _store(store: str | None) -> Any:
     """The store named by --store or the environment, checked by opening it once (None: unset)."""
-    from mcptasks.stores.url import redact_url, store_from_url
+    from mcptasks.stores.redaction import redact_url
+    from mcptasks.stores.url import store_from_url
 
     store_url = store or os.environ.get(STORE_ENV)
     if not store_url:
@@ -163,6 +166,7 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
     """What the start-up block shows for this server."""
     import anyio
 
+    from mcptasks.stores.redaction import redact_url
     from mcptasks.stores.url import describe_store
 
     startup = Startup(server=str(mcp.name), url=url, log_level=log_level, log_format=log_format)
@@ -170,6 +174,9 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
     if extension is not None:
         startup.store = describe_store(extension.engine.store)
         startup.runs_tasks = extension.engine.run_tasks
+        named = extension.config.executor
+        if named is not None:
+            startup.executor = redact_url(named) if isinstance(named, str) else repr(named)
         startup.fallback = extension.protocol.fallback
     listed = [tool.name for tool in anyio.run(mcp.list_tools)]
     if extension is not None:  # task tools are listed by the extension's middleware, not the SDK
@@ -223,6 +230,7 @@ def serve(
     accept_missing_mcp_name: bool = False,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    executor: str | None = None,
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     from mcp.server.mcpserver import MCPServer
@@ -234,7 +242,7 @@ def serve(
     if not isinstance(server, (TaskServer, MCPServer)):
         raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
     store_object = _store(store)
-    if store_object is not None or enqueue_only or lease_ttl is not None:
+    if store_object is not None or enqueue_only or lease_ttl is not None or executor is not None:
         _extension(server, target)  # the flags need one
     extension = _extension_of(server)
     if extension is not None:
@@ -244,11 +252,15 @@ def serve(
             lease_ttl=lease_ttl,
             fast_path=fast_path,
             accept_missing_mcp_name=accept_missing_mcp_name,
+            executor=executor,
         )
         if store_object is not None:
             extension.use_store(store_object)
         else:  # the store the file configured
             _check_store(extension.engine.store, describe_store(extension.engine.store))
+        if extension.config.executor is not None:  # the executor's workers run the bodies
+            _check_executor(extension)
+            _configure(extension, run_tasks=False)
     if transport == "http":
         _check_port(host, port)
     if extension is not None:
@@ -294,6 +306,24 @@ def _serve_transport(
         raise KeyboardInterrupt
 
 
+def _check_executor(extension: Any) -> None:
+    """Refuse an executor URL that does not load, or an executor over a store other processes
+    cannot read (its workers run elsewhere)."""
+    from mcptasks._runtime.executor import executor_from_url
+
+    named = extension.config.executor
+    if isinstance(named, str):
+        try:
+            executor_from_url(named)
+        except (ValueError, ImportError) as exc:
+            raise CliError(str(exc)) from None
+    if not extension.engine.store.durable:
+        raise CliError(
+            "an executor's workers run in other processes: they need a store shared between "
+            "processes (pass --store redis://, postgresql:// or sqlite:///)"
+        )
+
+
 def work(
     target: str,
     *,
@@ -302,8 +332,10 @@ def work(
     lease_ttl: float | None = None,
     log_level: str = "info",
     log_format: LogFormat = "text",
+    executor: str | None = None,
 ) -> None:
-    """Load TARGET and run its queued tasks from the shared store until interrupted."""
+    """Load TARGET and run its tasks until interrupted: claimed from the shared store, or those the
+    executor (`--executor`) assigns to this worker."""
     import anyio
 
     extension = _extension(load_target(target), target)
@@ -315,14 +347,19 @@ def work(
             "a worker needs a store shared between processes (redis://, postgresql://, sqlite:///)"
         )
     extension.use_store(store_object)
-    _configure(extension, lease_ttl=lease_ttl, concurrency=concurrency, run_tasks=True)
+    _configure(extension, lease_ttl=lease_ttl, concurrency=concurrency, run_tasks=True, executor=executor)
+    if extension.config.executor is not None:
+        _check_executor(extension)
     engine = extension.engine
     engine.on_stuck_shutdown = _exit_when_stuck
     configure_logging(log_level, log_format)
 
     async def run() -> None:
         async with engine:
-            print(f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools", flush=True)
+            on = "" if engine.executor is None else f" for {engine.executor!r}"
+            print(
+                f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools{on}", flush=True
+            )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
                     break
@@ -400,6 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for command in (run, worker):
         command.add_argument(
+            "--executor",
+            default=None,
+            help="run bodies on a durable execution engine: temporal://HOST:PORT[/NAMESPACE], "
+            "dbos+postgresql://..., dbos+sqlite:///PATH (serve starts them, workers run them; "
+            f"also ${EXECUTOR_ENV})",
+        )
+        command.add_argument(
             "--lease-ttl",
             type=float,
             default=None,
@@ -465,6 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 accept_missing_mcp_name=args.accept_missing_mcp_name,
                 metrics_port=args.metrics_port,
                 metrics_host=args.metrics_host,
+                executor=args.executor,
             )
         elif args.command == "worker":
             work(
@@ -474,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lease_ttl=args.lease_ttl,
                 log_level=args.log_level,
                 log_format=args.log_format,
+                executor=args.executor,
             )
         else:
             handler: Handler = args.handler

@@ -1,6 +1,6 @@
 """The start-up block `mcptasks serve` prints on stderr: where it serves, the store, the tools.
 
-    mcptasks 0.2.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
+    mcptasks 0.3.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
       store     sqlite:///tasks.db
       tasks     run in this process
       fallback  inline (clients without the tasks extension get the result on the call)
@@ -62,6 +62,8 @@ class Startup:
     store: str | None = None
     """The task store (password redacted); None for an MCPServer without the extension."""
     runs_tasks: bool = True
+    executor: str | None = None
+    """The executor whose workers run the bodies (its URL, password redacted); None: none."""
     fallback: str | None = None
     tools: list[ToolLine] = field(default_factory=list)
     log_level: str = "info"
@@ -76,7 +78,9 @@ class Startup:
             lines.append(
                 "  tasks     "
                 + (
-                    "run in this process"
+                    f"run by the workers of {self.executor} (mcptasks worker --executor)"
+                    if self.executor is not None
+                    else "run in this process"
                     if self.runs_tasks
                     else "queued for `mcptasks worker` (--enqueue-only)"
                 )
@@ -101,6 +105,7 @@ class Startup:
             url=self.url,
             store=self.store,
             runsTasks=self.runs_tasks,
+            executor=self.executor,
             fallback=self.fallback,
             tools=[tool.wire() for tool in self.tools],
             logLevel=self.log_level,

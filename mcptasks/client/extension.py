@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import anyio
 import mcp_types as types
-from mcp import Client, ClientSession
-from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
+from mcp import Client
+from mcp.client.extension import ClaimContext, NotificationBinding, ResultClaim
 from mcp_types import CallToolResult
 from typing_extensions import Unpack
 
@@ -19,6 +19,7 @@ from mcptasks.client.handle import TaskHandle
 from mcptasks.client.ledger import TaskLedger, server_identity
 from mcptasks.client.policy import PolicyOptions, TaskPolicy
 from mcptasks.client.push import PushRouter
+from mcptasks.client.registry import TasksClientBase, tasks_client_of
 from mcptasks.client.state import CreateTaskResult, DetailedTask, StatusCallback, epoch
 from mcptasks.wire import EXTENSION_ID, IDEMPOTENCY_META
 
@@ -41,7 +42,7 @@ class _TaskStarted(Exception):
         self.handle = handle
 
 
-class TasksClient(ClientExtension):
+class TasksClient(TasksClientBase):
     """The Tasks extension for `mcp.Client(extensions=[TasksClient()])`.
 
     Declares `io.modelcontextprotocol/tasks` on every request and claims `resultType: "task"`,
@@ -120,15 +121,6 @@ class TasksClient(ClientExtension):
             server_id=server_id,
             push=self.router if self.push else None,
         )
-
-
-def tasks_client_of(client: Client | ClientSession) -> TasksClient | None:
-    """The `TasksClient` among a client's extensions (None for a bare session or none found)."""
-    if isinstance(client, Client):
-        for extension in client.extensions or ():
-            if isinstance(extension, TasksClient):
-                return extension
-    return None
 
 
 async def _record(handle: TaskHandle, created: CreateTaskResult) -> None:

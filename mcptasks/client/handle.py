@@ -18,6 +18,7 @@ from mcptasks.client.errors import TaskCancelled, TaskFailed, TaskInputError, Ta
 from mcptasks.client.ledger import TaskLedger, server_identity
 from mcptasks.client.policy import TRANSIENT_ERROR_CODES, TaskPolicy
 from mcptasks.client.push import PushRouter
+from mcptasks.client.registry import tasks_client_of
 from mcptasks.client.requests import Ack, CancelTaskRequest, GetTaskRequest, UpdateTaskRequest
 from mcptasks.client.state import DetailedTask, StatusCallback
 from mcptasks.client.watch import TaskWatch
@@ -92,8 +93,6 @@ class TaskHandle:
         server refuses `tasks/*` otherwise. Policy, ledger and server id default to the client's
         `TasksClient`; no request is sent until the handle is used.
         """
-        from mcptasks.client.extension import tasks_client_of
-
         extension = tasks_client_of(client)
         push = None
         if extension is not None:

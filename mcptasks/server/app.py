@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal, overload
 
 import anyio
@@ -12,6 +13,7 @@ from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions
 from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.fast_path import add_fast_path
@@ -42,7 +44,9 @@ class TaskServer:
     `app.mcp` is the underlying `MCPServer`: add prompts, resources and ordinary tools there or
     with `@app.tool`. `store` is the task store; `config` an `EngineConfig` (default:
     `EngineConfig.from_env()`) configures the tasks side; other keyword arguments go to
-    `MCPServer` (auth, instructions, ...).
+    `MCPServer` (auth, instructions, ...). `executor` (an `Executor` or its URL, such as
+    `temporal://127.0.0.1:7233`) runs the bodies on a durable execution engine's workers
+    (`EngineConfig.executor`).
     """
 
     def __init__(
@@ -51,9 +55,12 @@ class TaskServer:
         *,
         store: TaskStore | str = "memory://",
         config: EngineConfig | None = None,
+        executor: Executor | str | None = None,
         lifespan: Lifespan | None = None,
         **mcp_options: Any,
     ) -> None:
+        if executor is not None:
+            config = replace(config if config is not None else EngineConfig.from_env(), executor=executor)
         self.extension = TasksExtension(store, config=config)
         extensions = [self.extension, *mcp_options.pop("extensions", ())]
         self.mcp: MCPServer[Any] = MCPServer(

@@ -35,34 +35,41 @@ the SDK would switch to an event stream carrying the same answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any, cast
 
 from mcp.server.lowlevel import Server
-from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp_types import (
     SERVER_INFO_META_KEY,
     CallToolRequestParams,
     JSONRPCError,
     JSONRPCRequest,
-    JSONRPCResponse,
 )
 from mcp_types.methods import serialize_server_result, validate_client_request
-from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcptasks._runtime.protocol import detailed_task
+from mcptasks._runtime.task_results import detailed_task
 from mcptasks.server.answered_calls import AnsweredCall, leave_on
 from mcptasks.server.extension import TasksExtension, call_tool_result, current_owner
 from mcptasks.server.http_hints import ProtocolVersionHint
-from mcptasks.server.listen import TaskListenMiddleware
+from mcptasks.server.lean_http import (
+    JSON_ENCODER,
+    JsonReply,
+    accepted_types,
+    endpoint_of,
+    known_middleware_types,
+    request_headers,
+    tracing_active,
+    transport_allowed,
+)
+from mcptasks.server.listen_hub import ListenHub
+from mcptasks.server.listen_path import TaskListenPath
 from mcptasks.server.poll_answers import PollAnswers
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
@@ -70,75 +77,10 @@ from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 TOOL_CALL = "tools/call"
 _METHODS = frozenset({*TASK_METHODS, TOOL_CALL})
-_JSON = json.JSONEncoder(separators=(",", ":"))
-"""`json.dumps(..., separators=(",", ":"))`, as the SDK writes a reply, without building an encoder per call."""
 MAX_BODY = 64 * 1024
 """Larger bodies go to the SDK (a task request body is a few hundred bytes)."""
 MAX_VERDICTS = 256
 """How many combinations of the headers the transport and Accept checks read are remembered."""
-
-
-def _known_middleware_types() -> tuple[type, ...]:
-    # What a plain MCPServer installs (the SDK's OpenTelemetry middleware, found on a fresh server
-    # rather than imported from a private module), the request-state boundary, and the listen one;
-    # the extension's own middleware is recognised by `TasksExtension.owns_middleware`.
-    defaults = {type(middleware) for middleware in Server("probe").middleware}
-    return (*defaults, RequestStateBoundary, TaskListenMiddleware)
-
-
-def _tracing_active() -> bool:
-    """Whether an OpenTelemetry tracer provider is set (the SDK would record a span per request)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-
-
-def _matches(value: str, allowed: list[str]) -> bool:
-    return value in allowed or any(a.endswith(":*") and value.startswith(a[:-2] + ":") for a in allowed)
-
-
-def transport_allowed(settings: TransportSecuritySettings, headers: Mapping[str, str]) -> bool:
-    """Whether the SDK's `TransportSecurityMiddleware` would let this POST through (its checks,
-    mirrored without its warning log: a refused request goes on to the SDK, which logs and answers)."""
-    content_type = headers.get("content-type")
-    if content_type is None or not content_type.lower().startswith("application/json"):
-        return False
-    if not settings.enable_dns_rebinding_protection:
-        return True
-    host = headers.get("host")
-    if not host or not _matches(host, settings.allowed_hosts):
-        return False
-    origin = headers.get("origin")
-    return not origin or _matches(origin, settings.allowed_origins)
-
-
-def accepted_types(headers: Mapping[str, str]) -> tuple[bool, bool]:
-    """(JSON, SSE) acceptable, as the SDK's `check_accept_headers` reads the Accept header
-    (`*/*`, `application/*` and `text/*` count). A copy, because that function takes a Starlette
-    `Request`, whose header parsing costs ~6 µs of a ~75 µs `tasks/get`; the on/off comparison in
-    `tests/host/test_fast_path.py` sends every Accept variant it depends on to both."""
-    types = {media.strip().split(";")[0].strip().lower() for media in headers.get("accept", "").split(",")}
-    wildcard = "*/*" in types
-    return (
-        wildcard or "application/json" in types or "application/*" in types,
-        wildcard or "text/event-stream" in types or "text/*" in types,
-    )
-
-
-def _first_headers(scope: Scope) -> dict[str, str]:
-    """The request headers as Starlette decodes them, the first of a repeated name counting."""
-    headers: dict[str, str] = {}
-    for key, value in scope["headers"]:
-        headers.setdefault(key.decode("latin-1"), value.decode("latin-1"))
-    return headers
-
-
-def _request_headers(scope: Scope) -> tuple[dict[str, str], bool]:
-    """The request headers as Starlette decodes them, and whether every name is unique (when a
-    name repeats, the first counts here and the SDK decides which counts)."""
-    raw = scope["headers"]
-    headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in raw}
-    if len(headers) == len(raw):
-        return headers, True
-    return _first_headers(scope), False
 
 
 def _sieved(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -149,41 +91,6 @@ def _sieved(result: dict[str, Any]) -> dict[str, Any] | None:
         return serialize_server_result(TOOL_CALL, PROTOCOL_VERSION, dumped)
     except (ValidationError, KeyError, ValueError):
         return None
-
-
-class _Answer:
-    """A JSON-RPC reply written as the SDK's `_write` writes it (the same status, headers and bytes)."""
-
-    def __init__(self, message: JSONRPCResponse | JSONRPCError | None = None, *, body: bytes = b"") -> None:
-        self.status = 200
-        self.body = body
-        if message is not None:
-            if isinstance(message, JSONRPCError):
-                self.status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200)
-            dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-            self.body = _JSON.encode(dumped).encode()
-
-    @classmethod
-    def result(cls, request_id: Any, result: dict[str, Any]) -> _Answer:
-        """A success: plain `json.dumps` of JSON-native data gives the bytes the SDK's model dump
-        gives (`exclude_none` does not reach into `result`); anything else goes the SDK's way."""
-        try:
-            encoded = _JSON.encode(result).encode()
-        except (TypeError, ValueError):
-            return cls(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
-        return cls.encoded(request_id, encoded)
-
-    @classmethod
-    def encoded(cls, request_id: Any, result: bytes) -> _Answer:
-        """A success whose result is already encoded: the bytes `_JSON` gives the whole reply."""
-        identifier = _JSON.encode(request_id).encode()
-        return cls(body=b'{"jsonrpc":"2.0","id":' + identifier + b',"result":' + result + b"}")
-
-    async def send(self, send: Send) -> None:
-        # What starlette's `Response(content, status_code, media_type="application/json")` sends.
-        headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
-        await send({"type": "http.response.body", "body": self.body})
 
 
 class FastPathStats:
@@ -219,20 +126,20 @@ class TasksFastPath:
             enable_dns_rebinding_protection=False
         )
         self.max_body = min(MAX_BODY, manager.max_request_body_size)
-        self._known = _known_middleware_types()
+        self._known = known_middleware_types()
         self._vetted: tuple[object, ...] | None = None
         self._stamp: dict[str, Any] | None = None
         self._verdicts: dict[tuple[str | None, ...], bool] = {}
         self._polls = PollAnswers()
 
     def _takes(self, scope: Scope) -> tuple[dict[str, str], bool] | None:
-        """The request's headers and whether they are unique (`_request_headers`) when the fast
+        """The request's headers and whether they are unique (`request_headers`) when the fast
         path reads this request, else None."""
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
             return None
         if scope.get("root_path"):
             return None
-        headers, unique = _request_headers(scope)
+        headers, unique = request_headers(scope)
         method = headers.get("mcp-method")
         length = headers.get("content-length")
         if headers.get("mcp-protocol-version") != PROTOCOL_VERSION or method not in _METHODS:
@@ -245,7 +152,7 @@ class TasksFastPath:
 
     def _server_is_plain(self, method: str) -> bool:
         """No middleware, cache hint or tracer the fast path would skip."""
-        if method in self.server.cache_hints or _tracing_active():
+        if method in self.server.cache_hints or tracing_active():
             return False
         middleware = tuple(self.server.middleware)
         if middleware == self._vetted:
@@ -285,7 +192,7 @@ class TasksFastPath:
 
         await self.app(scope, replay, send)
 
-    async def _answer(self, scope: Scope, headers: dict[str, str], body: bytes) -> _Answer | None:
+    async def _answer(self, scope: Scope, headers: dict[str, str], body: bytes) -> JsonReply | None:
         if not self._admitted(headers):
             return None
         try:
@@ -309,30 +216,30 @@ class TasksFastPath:
             return None
         return await self._dispatch(req, headers)
 
-    async def _dispatch(self, req: JSONRPCRequest, headers: dict[str, str]) -> _Answer:
+    async def _dispatch(self, req: JSONRPCRequest, headers: dict[str, str]) -> JsonReply:
         try:
             if req.method == "tasks/get":
                 record, interval = await self.extension.read_task_request(req.params, headers)
                 return self._task(req.id, record, interval)
             result = await self.extension.answer_task_request(req.method, req.params, headers)
         except Exception as exc:
-            return _Answer(JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc)))
-        return _Answer.result(req.id, self._stamped(result))
+            return JsonReply(JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc)))
+        return JsonReply.result(req.id, self._stamped(result))
 
-    def _task(self, request_id: Any, record: TaskRecord, interval: int) -> _Answer:
+    def _task(self, request_id: Any, record: TaskRecord, interval: int) -> JsonReply:
         """The `tasks/get` answer for `record`; its result's bytes are kept for the task's next
         poll (`PollAnswers`)."""
 
         def render() -> bytes:
-            return _JSON.encode(self._stamped(detailed_task(record, interval))).encode()
+            return JSON_ENCODER.encode(self._stamped(detailed_task(record, interval))).encode()
 
         try:
             result = self._polls.answer(record, interval, render)
-        except (TypeError, ValueError):  # not JSON-native: the SDK's way, as `_Answer.result` does
-            return _Answer.result(request_id, self._stamped(detailed_task(record, interval)))
-        return _Answer.encoded(request_id, result)
+        except (TypeError, ValueError):  # not JSON-native: the SDK's way, as `JsonReply.result` does
+            return JsonReply.result(request_id, self._stamped(detailed_task(record, interval)))
+        return JsonReply.encoded(request_id, result)
 
-    async def _call_tool(self, scope: Scope, req: JSONRPCRequest) -> _Answer | None:
+    async def _call_tool(self, scope: Scope, req: JSONRPCRequest) -> JsonReply | None:
         """Create the task (or answer its immediate result); an outcome the SDK must shape is
         left on `scope` for it to answer with."""
         params = self._task_call(req)
@@ -349,7 +256,7 @@ class TasksFastPath:
             leave_on(scope, AnsweredCall(params.name, result=result))
             return None
         self.stats.tool_calls += 1
-        return _Answer.result(req.id, self._stamped(shaped))
+        return JsonReply.result(req.id, self._stamped(shaped))
 
     def _task_call(self, req: JSONRPCRequest) -> CallToolRequestParams | None:
         """The call's params when the SDK would run it through to the extension's interceptor
@@ -424,11 +331,34 @@ class TasksFastPath:
         return result
 
 
-def _endpoint(app: Starlette, path: str) -> Any:
-    for route in app.routes:
-        if isinstance(route, Route) and route.path == path:
-            return route.endpoint
-    return None
+def add_listen_path(
+    app: Starlette,
+    hub: ListenHub,
+    *,
+    owner: Callable[[], str],
+    owns_middleware: Callable[[object], bool],
+    path: str = "/mcp",
+) -> bool:
+    """Install `TaskListenPath` on `app` (the SDK's Streamable HTTP app at `path`) for `hub`.
+
+    Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
+    app (authentication wraps it, for one) or other middleware than the protocol-version hint and
+    the tasks fast path is installed: those listen streams keep the SDK path."""
+    endpoint = endpoint_of(app, path)
+    if not isinstance(endpoint, StreamableHTTPASGIApp):
+        return False
+    allowed = (ProtocolVersionHint, TasksFastPath)
+    if any(cast(Any, middleware.cls) not in allowed for middleware in app.user_middleware):
+        return False
+    app.add_middleware(
+        TaskListenPath,
+        hub=hub,
+        owner=owner,
+        owns_middleware=owns_middleware,
+        manager=endpoint.session_manager,
+        path=path,
+    )
+    return True
 
 
 def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: str = "/mcp") -> bool:
@@ -438,7 +368,7 @@ def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: 
 
     Its `FastPathStats` are `app.state.tasks_fast_path`. Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
     app (authentication wraps it, for one): those requests keep the SDK path."""
-    endpoint = _endpoint(app, path)
+    endpoint = endpoint_of(app, path)
     if not isinstance(endpoint, StreamableHTTPASGIApp):
         return False
     if any(cast(Any, middleware.cls) is not ProtocolVersionHint for middleware in app.user_middleware):
@@ -449,8 +379,6 @@ def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: 
     )
     app.state.tasks_fast_path = stats
     if extension.listen_hub is not None:
-        from mcptasks.server.listen_path import add_listen_path  # it builds on this module
-
         add_listen_path(
             app,
             extension.listen_hub,

@@ -35,8 +35,8 @@ from mcp_types import (
 from pydantic import BaseModel
 from starlette.types import Receive, Send
 
-from mcptasks._runtime.protocol import detailed_task
 from mcptasks._runtime.push import EndReason, ListenSlot, TaskPush, notification_params
+from mcptasks._runtime.task_results import detailed_task
 from mcptasks.server.listen import TaskNotification, closing_result, sse_keepalive
 from mcptasks.stores.base import TaskRecord
 

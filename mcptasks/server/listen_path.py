@@ -36,32 +36,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.runner import modern_error_data
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp_types import JSONRPCError, JSONRPCRequest, RequestParams, RequestParamsMeta
 from pydantic import ValidationError
-from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcptasks._runtime.push import ListenSlot, requested_task_ids
 from mcptasks.errors import ProtocolError
-from mcptasks.server.fast_path import (
-    TasksFastPath,
-    _Answer,
-    _endpoint,
-    _known_middleware_types,
-    _request_headers,
-    _tracing_active,
+from mcptasks.server.lean_http import (
+    JsonReply,
     accepted_types,
+    known_middleware_types,
+    request_headers,
+    tracing_active,
     transport_allowed,
 )
-from mcptasks.server.http_hints import ProtocolVersionHint
 from mcptasks.server.listen_hub import ListenHub
 from mcptasks.wire import PROTOCOL_VERSION, client_opted_in
 
@@ -81,9 +77,9 @@ def _meta_of(params: dict[str, Any]) -> RequestParamsMeta | None:
 
 
 def _known_server(server: Server[Any], owns: Callable[[object], bool]) -> bool:
-    if _tracing_active():
+    if tracing_active():
         return False
-    known = _known_middleware_types()
+    known = known_middleware_types()
     return all(isinstance(m, known) or owns(m) for m in server.middleware)
 
 
@@ -118,7 +114,7 @@ class TaskListenPath:
             return None
         if scope.get("root_path") or not self.hub.running:
             return None
-        headers, unique = _request_headers(scope)
+        headers, unique = request_headers(scope)
         length = headers.get("content-length")
         if not unique or headers.get("mcp-protocol-version") != PROTOCOL_VERSION:
             return None
@@ -220,34 +216,4 @@ def _listen_request(headers: dict[str, str], body: bytes) -> JSONRPCRequest | No
 
 async def _refuse(message: JSONRPCError, send: Send) -> None:
     """A JSON-RPC error answered as the SDK answers one raised before a stream starts."""
-    await _Answer(message).send(send)
-
-
-def add_listen_path(
-    app: Starlette,
-    hub: ListenHub,
-    *,
-    owner: Callable[[], str],
-    owns_middleware: Callable[[object], bool],
-    path: str = "/mcp",
-) -> bool:
-    """Install `TaskListenPath` on `app` (the SDK's Streamable HTTP app at `path`) for `hub`.
-
-    Installs nothing and returns False when the endpoint is not the SDK's plain Streamable HTTP
-    app (authentication wraps it, for one) or other middleware than the protocol-version hint and
-    the tasks fast path is installed: those listen streams keep the SDK path."""
-    endpoint = _endpoint(app, path)
-    if not isinstance(endpoint, StreamableHTTPASGIApp):
-        return False
-    allowed = (ProtocolVersionHint, TasksFastPath)
-    if any(cast(Any, middleware.cls) not in allowed for middleware in app.user_middleware):
-        return False
-    app.add_middleware(
-        TaskListenPath,
-        hub=hub,
-        owner=owner,
-        owns_middleware=owns_middleware,
-        manager=endpoint.session_manager,
-        path=path,
-    )
-    return True
+    await JsonReply(message).send(send)

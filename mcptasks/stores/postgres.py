@@ -67,7 +67,7 @@ from mcptasks.stores.admin import (
     stats_from_rows,
 )
 from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, StoreNotFound, TaskExists, TaskRecord
-from mcptasks.stores.url import MissingExtra
+from mcptasks.stores.extras import MissingExtra
 
 try:
     import asyncpg  # type: ignore[import-untyped,unused-ignore]

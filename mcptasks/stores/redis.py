@@ -69,7 +69,8 @@ from mcptasks.stores.admin import (
     stats_of,
 )
 from mcptasks.stores.base import TaskExists, TaskRecord
-from mcptasks.stores.url import MissingExtra, redact_url
+from mcptasks.stores.extras import MissingExtra
+from mcptasks.stores.redaction import redact_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from mcptasks.errors import MCPTasksError
 from mcptasks.stores.base import TaskStore
+from mcptasks.stores.redaction import redact_url
 
 SUPPORTED_SCHEMES = (
     "memory://",
@@ -17,34 +17,6 @@ SUPPORTED_SCHEMES = (
     "redis://host:port/db",
     "postgresql://user@host:port/database",
 )
-
-
-class MissingExtra(MCPTasksError, ImportError):
-    """A store backend's client library is not installed; the message names the pip command."""
-
-    def __init__(self, backend: str, package: str, extra: str) -> None:
-        super().__init__(
-            f"the {backend} store needs the {package!r} package, which is not installed: "
-            f"pip install 'mcptasks[{extra}]'",
-            name=package,
-        )
-        self.extra = extra
-
-
-def redact_url(url: str) -> str:
-    """`url` with any password replaced by `***` (for messages, logs and reprs)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port is not None else ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-    except ValueError:
-        return "<unparsable URL>"
 
 
 def describe_store(store: TaskStore) -> str:

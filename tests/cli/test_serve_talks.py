@@ -25,8 +25,9 @@ from processes import ROOT, clean_env, cli_command, free_port, serving_http
 from sdk_helpers import Tasks
 
 from mcptasks.stores.postgres import PostgresTaskStore
+from mcptasks.stores.redaction import redact_url
 from mcptasks.stores.redis import RedisTaskStore
-from mcptasks.stores.url import describe_store, redact_url
+from mcptasks.stores.url import describe_store
 
 pexpect = pytest.importorskip("pexpect")
 

@@ -45,6 +45,7 @@ import httpx2
 import pytest
 import sync_docs
 from doc_blocks import blocks, build_file, write_file
+from engines import TemporalDevServer
 from fresh_modules import load_fresh
 from mcp import Client
 from mcp_types import ElicitResult
@@ -1723,3 +1724,81 @@ def test_error_page_lists_every_code() -> None:
         -32000,
     ]
     assert [code for code in codes if f"| {code} |" not in page and f"({code})" not in page] == []
+
+
+# -- executors: the same durable body on a durable execution engine's workers ---------------------
+
+
+async def _release_via(tasks: Tasks, version: str) -> str:
+    """Call the how-to's `release`, say go when asked, and return the result's text."""
+    started = await tasks.start("release", {"version": version})
+    asking = await tasks.wait_input(started["taskId"])
+    key, request = the_input_request(asking)
+    assert request["params"]["message"] == f"Publish releases-{version}.tar.gz?"
+    await tasks.update(started["taskId"], {key: {"action": "accept", "content": {"go": True}}})
+    return text((await tasks.finish(started["taskId"]))["result"])
+
+
+@exercises("howto_executors.py")
+async def test_howto_executors_in_code_on_temporal(tmp_path: Path) -> None:
+    """The how-to's server configured in code: it serves and is the executor's worker too."""
+    with TemporalDevServer() as temporal:
+        snippet = load_snippet("howto_executors.py")
+        server = snippet.release_server(f"sqlite:///{tmp_path / 'releases.db'}", temporal.address)
+        async with connect(server) as tasks:
+            assert await _release_via(tasks, "1.2.3") == "releases-1.2.3.tar.gz is live"
+
+
+@exercises()
+@pytest.mark.slow
+async def test_howto_temporal_commands(tmp_path: Path) -> None:
+    """The how-to's commands: `mcptasks serve --executor` answers MCP and runs no body; two
+    `mcptasks worker --executor` processes run them, on one shared store."""
+    port = _free_port()
+    env = {"MCPTASKS_STORE": f"sqlite:///{tmp_path / 'releases.db'}", "MCPTASKS_SECRET": "s" * 64}
+    snippet = "docs/snippets/howto_executors.py"
+    mcptasks = str(BIN / "mcptasks")
+    with TemporalDevServer() as temporal:
+        executor = ("--executor", temporal.url)
+        serve = (mcptasks, "serve", snippet, "--transport", "http", "--port", str(port), *executor)
+        with (
+            running(*serve, env=env, port=port) as server,
+            running(mcptasks, "worker", snippet, *executor, env=env) as one,
+            running(mcptasks, "worker", snippet, *executor, env=env) as two,
+        ):
+            for worker in (one, two):
+                assert _readline(worker, TIMEOUT).startswith("mcptasks worker "), worker.args
+            async with Client(
+                f"http://127.0.0.1:{port}/mcp", extensions=[tasks_extension()], **BY_HAND
+            ) as client:
+                assert await _release_via(Tasks(client), "2.0.0") == "releases-2.0.0.tar.gz is live"
+            assert server.poll() is None
+
+
+@exercises()
+@pytest.mark.slow
+async def test_howto_dbos_commands(tmp_path: Path) -> None:
+    """The DBOS how-to's commands, on a SQLite task store and a SQLite DBOS system database:
+    `serve` enqueues workflows and runs no body, two workers dequeue and run them."""
+    port = _free_port()
+    env = {
+        "MCPTASKS_STORE": f"sqlite:///{tmp_path / 'releases.db'}",
+        "MCPTASKS_EXECUTOR": f"dbos+sqlite:///{tmp_path / 'releases-dbos.sqlite'}",
+        "MCPTASKS_SECRET": "s" * 64,
+        "MCPTASKS_INPUT_POLL_INTERVAL": "0.2",  # SQLite: no cross-process wake-up (see the page)
+    }
+    snippet = "docs/snippets/howto_executors.py"
+    mcptasks = str(BIN / "mcptasks")
+    serve = (mcptasks, "serve", snippet, "--transport", "http", "--port", str(port))
+    with running(*serve, env=env, port=port) as server:
+        with (
+            running(mcptasks, "worker", snippet, env=env) as one,
+            running(mcptasks, "worker", snippet, env=env) as two,
+        ):
+            for worker in (one, two):
+                assert _readline(worker, TIMEOUT).startswith("mcptasks worker "), worker.args
+            async with Client(
+                f"http://127.0.0.1:{port}/mcp", extensions=[tasks_extension()], **BY_HAND
+            ) as client:
+                assert await _release_via(Tasks(client), "3.1.0") == "releases-3.1.0.tar.gz is live"
+        assert server.poll() is None

@@ -1,0 +1,75 @@
+"""`RunHost`: the small part of the engine a `TaskRun` may use.
+
+A run writes its own record and waits for its own answers, but the store, the limits, the store
+retry budget, wakeups, parking and the engine's task group belong to the engine it runs on. This
+protocol names exactly those, so `mcptasks._runtime.run` depends on no engine module and a test
+can run a body against a small fake host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mcptasks._runtime.limits import Limits
+from mcptasks._runtime.outages import StoreRetry
+from mcptasks._runtime.wakeups import Wakeup
+from mcptasks.stores.base import TaskRecord, TaskStore
+
+if TYPE_CHECKING:
+    from mcptasks._runtime.run import TaskRun
+
+
+class RunHost(Protocol):
+    """What a `TaskRun` needs from the engine it runs on."""
+
+    @property
+    def instance_id(self) -> str:
+        """The id this engine runs tasks under (`TaskRecord.runner`)."""
+
+    @property
+    def store(self) -> TaskStore:
+        """The task store."""
+
+    @property
+    def limits(self) -> Limits:
+        """The engine's limits (status length and rate, input requests)."""
+
+    @property
+    def store_retry(self) -> StoreRetry:
+        """How long store calls are retried while the store is unreachable."""
+
+    @property
+    def permanent_errors(self) -> tuple[type[BaseException], ...]:
+        """The store errors that retrying cannot cure (every other one is retried)."""
+
+    @property
+    def input_poll_interval(self) -> float:
+        """How often a body waiting for input re-reads its record without a notification."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the engine is shutting down (every body is asked to stop)."""
+
+    def hosts(self, run: TaskRun) -> bool:
+        """Whether `run` is still the engine's run of its task."""
+
+    def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
+        """Call `action` at `when` (`anyio.current_time()` clock)."""
+
+    def forget_wakeup(self, wakeup: Wakeup) -> None:
+        """Forget a wake-up from `wake_at` (the wait ended sooner)."""
+
+    def parks(self, run: TaskRun) -> bool:
+        """Whether `run`'s body may wait for answers without its task now (`ask_or_park`)."""
+
+    def resume(self, run: TaskRun) -> None:
+        """Resume `run`'s parked body in a new task (nothing when it is not parked)."""
+
+    def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
+        """Start `job` in the engine's task group; False when the engine is not running."""
+
+    async def write_record(
+        self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None], *, known: TaskRecord | None
+    ) -> TaskRecord | None:
+        """Apply `change` to the record with compare-and-set (None: the task ended or is gone)."""

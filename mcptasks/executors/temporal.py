@@ -1,0 +1,295 @@
+"""Run task bodies on Temporal: one workflow per task, the body in one heartbeating activity.
+
+`mcptasks serve APP --executor temporal://HOST:PORT[/NAMESPACE]` creates tasks and starts their
+workflows; `mcptasks worker APP --executor temporal://...` processes are Temporal workers that run
+them. The workflow (`mcptasks.Task`) is deterministic and tiny: it runs the activity
+`mcptasks.run_task`, which claims the task in the store and runs its body through the engine
+(steps and answers journalled in the store, statuses written to the record), heartbeating to
+Temporal. A lost worker stops heartbeating; Temporal retries the activity on another worker,
+whose replay of a durable body skips every finished step. `tasks/cancel` cancels the workflow;
+cancelling or terminating it in Temporal's own tools cancels or fails the task.
+
+Workflow ids are a hash of the task id (task ids are bearer secrets and stay out of Temporal's
+visibility); the workflow's input holds the task id, so encrypt histories with a Temporal payload
+codec where people who may not hold task ids can read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+from temporalio import activity, workflow
+from temporalio.client import Client, Interceptor, WorkflowExecutionStatus
+from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+from temporalio.workflow import ActivityCancellationType
+
+from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere
+from mcptasks.stores.base import TaskRecord
+
+logger = logging.getLogger("mcptasks")
+
+WORKFLOW_NAME = "mcptasks.Task"
+ACTIVITY_NAME = "mcptasks.run_task"
+DEFAULT_TASK_QUEUE = "mcptasks"
+RECONCILE_BATCH = 256
+"""The most queued records one `reconcile` pass asks Temporal about."""
+_SUBMIT_GRACE = 10.0
+"""Seconds a new record may go without a workflow before `reconcile` starts one (a submit is in flight)."""
+
+
+def workflow_id(task_id: str) -> str:
+    """The id of a task's workflow: a hash, so the task id (a bearer secret) is not shown as is."""
+    return "mcptasks-" + hashlib.sha256(task_id.encode()).hexdigest()[:40]
+
+
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
+class TaskWorkflow:
+    """One task: run its body activity until the task ends (retried wherever a worker is lost)."""
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> str:
+        """Run the body; return the task's final status."""
+        heartbeat = timedelta(seconds=float(start["heartbeat"]))
+        status: str = await workflow.execute_activity(
+            ACTIVITY_NAME,
+            start,
+            start_to_close_timeout=timedelta(days=3650),
+            heartbeat_timeout=heartbeat,
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                backoff_coefficient=2.0,
+                maximum_interval=max(heartbeat, timedelta(seconds=10)),
+                maximum_attempts=0,
+            ),
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            result_type=str,
+        )
+        return status
+
+
+class _BodyActivity:
+    """The activity that runs one task's body on this worker's engine."""
+
+    def __init__(self, host: ExecutorHost) -> None:
+        self.host = host
+
+    @activity.defn(name=ACTIVITY_NAME)
+    async def run_task(self, start: dict[str, Any]) -> str:
+        """Claim the task and run its body to its end, heartbeating; `ApplicationError` (retried)
+        when another live worker holds it or the body stopped without ending the task."""
+        task_id = str(start["task"])
+        every = max(0.2, float(start["heartbeat"]) / 4)
+        try:
+            async with anyio.create_task_group() as beats:
+                beats.start_soon(_heartbeat_forever, every)
+                try:
+                    status = await self.host.run_task(task_id)
+                finally:
+                    beats.cancel_scope.cancel()
+            return status
+        except (HeldElsewhere, HandedOver) as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__) from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._cancelled(task_id)
+            raise
+
+    async def _cancelled(self, task_id: str) -> None:
+        """Temporal cancelled this activity: say so in the task, unless the worker is stopping
+        (then the engine hands the run over and another worker's attempt takes it)."""
+        details = activity.cancellation_details()
+        if details is None or details.worker_shutdown or details.timed_out or details.paused:
+            return
+        if details.not_found:
+            ended = await self.host.fail_task(
+                task_id,
+                "Its Temporal workflow was terminated or closed outside mcptasks; the task cannot finish.",
+                reason="executor_ended",
+            )
+        else:
+            ended = await self.host.cancel_task(
+                task_id, "Cancelled in Temporal (its workflow was cancelled)."
+            )
+        if ended:
+            logger.info("task %s ended by Temporal (%s)", task_id, details)
+        with anyio.move_on_after(self.host.lease_ttl), suppress(HeldElsewhere, HandedOver):
+            await self.host.run_task(task_id)  # the body stops at its next checkpoint
+
+
+async def _heartbeat_forever(every: float) -> None:
+    while True:
+        activity.heartbeat()
+        await anyio.sleep(every)
+
+
+class TemporalExecutor:
+    """Runs task bodies as Temporal workflows (see the module docstring).
+
+    - `target`: the frontend's `HOST:PORT`; `namespace`: the Temporal namespace (default
+      `default`); `task_queue`: the queue workflows and activities are polled from.
+    - `interceptors`: Temporal client interceptors (OpenTelemetry's `TracingInterceptor` is added
+      when `opentelemetry` is installed, so a trace links `tools/call`, the workflow and its
+      activity); `client`: an already connected client to use instead.
+    """
+
+    name = "temporal"
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:7233",
+        *,
+        namespace: str = "default",
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        interceptors: Sequence[Interceptor] | None = None,
+        client: Client | None = None,
+    ) -> None:
+        if not target or ":" not in target:
+            raise ValueError(f"a Temporal target must be HOST:PORT, got {target!r}")
+        self.target = target
+        self.namespace = namespace
+        self.task_queue = task_queue
+        self.interceptors = list(interceptors) if interceptors is not None else _default_interceptors()
+        self._client = client
+        self._host: ExecutorHost | None = None
+        self._heartbeat = 15.0
+
+    @classmethod
+    def from_url(cls, url: str) -> TemporalExecutor:
+        """`temporal://HOST:PORT[/NAMESPACE][?task_queue=QUEUE]`."""
+        parts = urlsplit(url)
+        if parts.scheme != "temporal" or not parts.hostname or parts.port is None:
+            raise ValueError(f"a Temporal executor URL is temporal://HOST:PORT[/NAMESPACE], got {url!r}")
+        namespace = parts.path.strip("/") or "default"
+        queue = parse_qs(parts.query).get("task_queue", [DEFAULT_TASK_QUEUE])[0]
+        return cls(f"{parts.hostname}:{parts.port}", namespace=namespace, task_queue=queue)
+
+    def __repr__(self) -> str:
+        return (
+            f"TemporalExecutor({self.target!r}, namespace={self.namespace!r}, task_queue={self.task_queue!r})"
+        )
+
+    @property
+    def client(self) -> Client:
+        """The connected client (`RuntimeError` outside `serving`)."""
+        if self._client is None:
+            raise RuntimeError("the Temporal executor is not connected: its engine is not running")
+        return self._client
+
+    @asynccontextmanager
+    async def serving(self, host: ExecutorHost) -> AsyncIterator[None]:
+        """Connect to Temporal (a clear error when it cannot be reached)."""
+        self._host = host
+        self._heartbeat = host.lease_ttl
+        if self._client is not None:
+            yield
+            return
+        try:
+            self._client = await Client.connect(
+                self.target, namespace=self.namespace, interceptors=self.interceptors
+            )
+        except Exception as exc:
+            raise RuntimeError(
+                f"cannot reach Temporal at {self.target} (namespace {self.namespace!r}): {exc}"
+            ) from exc
+        try:
+            yield
+        finally:
+            self._client = None
+
+    @asynccontextmanager
+    async def working(self, host: ExecutorHost) -> AsyncIterator[None]:
+        """Poll the task queue for workflows and body activities while entered."""
+        limit = host.max_concurrent
+        worker = Worker(
+            self.client,
+            task_queue=self.task_queue,
+            workflows=[TaskWorkflow],
+            activities=[_BodyActivity(host).run_task],
+            max_concurrent_activities=limit if limit is not None else 1000,
+            graceful_shutdown_timeout=timedelta(seconds=1),
+        )
+        async with worker:
+            yield
+
+    async def submit(self, record: TaskRecord) -> None:
+        """Start the task's workflow (a workflow already started for it is left as it is)."""
+        with suppress(WorkflowAlreadyStartedError):
+            await self.client.start_workflow(
+                WORKFLOW_NAME,
+                {"task": record.task_id, "heartbeat": self._heartbeat},
+                id=workflow_id(record.task_id),
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+
+    async def stop(self, task_id: str) -> None:
+        """Cancel the task's workflow (its activity sees the cancellation at its next heartbeat)."""
+        try:
+            await self.client.get_workflow_handle(workflow_id(task_id)).cancel()
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise
+
+    async def reconcile(self, active: Sequence[TaskRecord], live: set[str]) -> int:
+        """Start the workflows of queued tasks that have none; cancel the tasks whose workflow was
+        cancelled in Temporal, and fail those whose workflow closed otherwise without ending them
+        (terminated or timed out)."""
+        now = time.time()
+        queued = [
+            record
+            for record in active
+            if (record.runner is None or record.runner not in live)
+            and now - record.created_at > _SUBMIT_GRACE
+        ]
+        changed = 0
+        for record in queued[:RECONCILE_BATCH]:
+            changed += await self._reconcile_one(record)
+        return changed
+
+    async def _reconcile_one(self, record: TaskRecord) -> int:
+        handle = self.client.get_workflow_handle(workflow_id(record.task_id))
+        try:
+            described = await handle.describe()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            logger.info("task %s has no Temporal workflow; starting it", record.task_id)
+            await self.submit(record)
+            return 1
+        status = described.status
+        if status in (None, WorkflowExecutionStatus.RUNNING):
+            return 0
+        assert self._host is not None
+        if status == WorkflowExecutionStatus.CANCELED:
+            cancelled = await self._host.cancel_task(
+                record.task_id, "Cancelled in Temporal (its workflow was cancelled)."
+            )
+            return 1 if cancelled else 0
+        name = status.name.lower().replace("_", " ")
+        ended = await self._host.fail_task(
+            record.task_id,
+            f"Its Temporal workflow {handle.id} ended ({name}) without ending the task: it was "
+            "terminated or timed out outside mcptasks.",
+            reason="executor_ended",
+        )
+        return 1 if ended else 0
+
+
+def _default_interceptors() -> list[Interceptor]:
+    try:
+        from temporalio.contrib.opentelemetry import TracingInterceptor
+    except ImportError:  # OpenTelemetry is not installed
+        return []
+    return [TracingInterceptor()]
