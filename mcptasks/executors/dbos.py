@@ -13,7 +13,8 @@ DBOS with its engine's instance id as DBOS executor id, so `reconcile` can tell 
 PENDING by a worker that is gone (DBOS itself recovers those only when a process with the same
 executor id launches again) and resume it on the queue, where another worker replays it: the
 store's journal skips every finished step, and a stale run is fenced by the record's
-compare-and-set. `tasks/cancel` cancels the workflow; cancelling it with DBOS's own tools
+compare-and-set. `tasks/cancel` cancels a workflow no worker has started (a running one ends
+when its body sees the cancelled record); cancelling it with DBOS's own tools
 (`DBOS.cancel_workflow`, `dbos workflow cancel`, Conductor) cancels the task.
 
 DBOS keeps one instance per process: one engine per process can work for a DBOS executor, and it
@@ -307,9 +308,16 @@ class DBOSExecutor:
         )
 
     async def stop(self, task_id: str) -> None:
-        """Cancel the task's workflow (its step is stopped at DBOS's next cancellation check)."""
-        with suppress(dbos_errors.DBOSNonExistentWorkflowError):
-            await self.client.cancel_workflow_async(workflow_id(task_id))
+        """The task was cancelled: cancel its workflow if no worker has started it yet. A running
+        one is left to end by itself (its body sees the cancelled record and the workflow returns
+        `"cancelled"`): cancelling it too would race that end, and DBOS logs the loser as an error."""
+        wf_id = workflow_id(task_id)
+        found = await self.client.list_workflows_async(
+            workflow_ids=[wf_id], load_input=False, load_output=False
+        )
+        if found and found[0].status in ("ENQUEUED", "DELAYED"):
+            with suppress(dbos_errors.DBOSNonExistentWorkflowError):
+                await self.client.cancel_workflow_async(wf_id)
 
     async def reconcile(self, active: Sequence[TaskRecord], live: set[str]) -> int:
         """Enqueue the workflows of tasks that have none; resume the workflows left PENDING by a

