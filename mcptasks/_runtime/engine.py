@@ -82,8 +82,10 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
     group with its background duties (change listener, heartbeat, orphan reaper, TTL sweeper,
     the claim loop that runs queued tasks, and one coroutine each that keeps the records of
     running bodies from expiring and that wakes bodies waiting for input to re-read their
-    record). Leaving stops every body running here (recording `failed` for each) and closes the
-    store.
+    record). With an executor (`EngineConfig.executor`) the engine runs no body of its own: it
+    connects the executor and submits every new task to it, and with `run_tasks` it also works
+    for it in place of the claim loop. Leaving stops every body running here (recording `failed`
+    for each, or handing durable ones over) and closes the store.
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
       `postgresql://...`).

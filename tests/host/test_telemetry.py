@@ -60,6 +60,7 @@ class _Switch(SpanProcessor):
     def __init__(self, inner: SpanProcessor) -> None:
         self.inner = inner
         self.on = False
+        self.added = False
 
     def on_end(self, span: ReadableSpan) -> None:
         if self.on:
@@ -74,11 +75,13 @@ def spans() -> Iterator[InMemorySpanExporter]:
     """The global tracer provider (installed once) recording into `EXPORTER` during the test."""
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(SWITCH)
-        trace.set_tracer_provider(provider)
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
         pytest.skip("another global tracer provider is installed")
+    if not SWITCH.added:  # once, to the provider whichever test module installed it
+        provider.add_span_processor(SWITCH)
+        SWITCH.added = True
     EXPORTER.clear()
     SWITCH.on = True
     yield EXPORTER
