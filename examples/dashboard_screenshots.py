@@ -92,6 +92,12 @@ async def report(month: str = "2026-11"):
     yield Result(f"report {month}: 42 rows")
 
 
+TOOL_ERROR_TRACE = "3 tests failed: test_checkout, test_refund, test_invoice_totals\n" + "\n".join(
+    f"  tests/test_billing.py:{40 + n}: AssertionError: expected 200, got 500" for n in range(12)
+)
+"""The status message of a tool error: many lines, of which the table shows the first."""
+
+
 async def seed_history(path: Path, now: float) -> None:
     """Tasks of the last hour, written as records with their transition timelines."""
     rng = random.Random(7)
@@ -107,12 +113,17 @@ async def seed_history(path: Path, now: float) -> None:
             if tool == "deploy":
                 asked = created + rng.uniform(5, 30)
                 transitions = [[asked, "input_required", None], [asked + 60, "working", None], *transitions]
+            tool_error = end == "completed" and i % 6 == 5  # the tool reported a failure (isError)
             await store.create(
                 TaskRecord(
                     task_id=f"hist-{i:03d}-{rng.getrandbits(64):016x}",
                     owner=rng.choice(["alice", "bob", "carol"]),
                     tool=tool,
                     status=end,  # type: ignore[arg-type]
+                    status_message=TOOL_ERROR_TRACE if tool_error else None,
+                    result={"content": [{"type": "text", "text": "3 tests failed"}], "isError": True}
+                    if tool_error
+                    else None,
                     created_at=created,
                     updated_at=finished,
                     transitions=transitions,

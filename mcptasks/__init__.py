@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 _PUBLIC: dict[str, str] = {
     # -- what most users need ----------------------------------------------------------------
@@ -82,6 +82,7 @@ _PUBLIC: dict[str, str] = {
     "ExecutorHost": "mcptasks._runtime.executor",
     "HeldElsewhere": "mcptasks._runtime.executor",
     "HandedOver": "mcptasks._runtime.executor",
+    "NotServedHere": "mcptasks._runtime.executor",
     "TemporalExecutor": "mcptasks.executors.temporal",
     "DBOSExecutor": "mcptasks.executors.dbos",
     # -- stores, advanced --------------------------------------------------------------------
@@ -174,6 +175,7 @@ if TYPE_CHECKING:  # the same names for type checkers and doc tools (a test keep
     from mcptasks._runtime.executor import ExecutorHost as ExecutorHost
     from mcptasks._runtime.executor import HandedOver as HandedOver
     from mcptasks._runtime.executor import HeldElsewhere as HeldElsewhere
+    from mcptasks._runtime.executor import NotServedHere as NotServedHere
     from mcptasks._runtime.feed import TaskFeed as TaskFeed
     from mcptasks._runtime.limits import Limits as Limits
     from mcptasks._runtime.limits import TooManyTasks as TooManyTasks

@@ -9,9 +9,7 @@ plain-text body saying what to configure.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import time
 from collections.abc import Iterable, Sequence
 
 from starlette.datastructures import Headers
@@ -27,8 +25,6 @@ __all__ = [
     "bearer_token",
     "host_matches",
     "hosts_for",
-    "new_session",
-    "session_valid",
     "token_matches",
 ]
 
@@ -46,12 +42,12 @@ LOOPBACK_HOSTS: tuple[str, ...] = (
 """The `Host` values a dashboard (or metrics endpoint) answers to by default: this machine's names, on any port."""
 
 SESSION_COOKIE = "mcptasks_dashboard"
-"""The cookie the login sets (HttpOnly, SameSite=Strict); its value is a MAC, never the token."""
+"""The cookie the login sets (HttpOnly, SameSite=Strict); its value is a random session id
+(`mcptasks.dashboard.login.Sessions`), never the token."""
 
 SESSION_SECONDS = 12 * 3600
 """How long a login lasts."""
 
-_SESSION_CONTEXT = b"mcptasks dashboard session "
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 
@@ -164,27 +160,3 @@ def bearer_token(headers: Headers) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, or None."""
     scheme, _, value = headers.get("authorization", "").strip().partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-
-
-def _mac(token: str, expires: int) -> str:
-    return hmac.new(token.encode(), _SESSION_CONTEXT + str(expires).encode(), hashlib.sha256).hexdigest()
-
-
-def new_session(token: str, *, now: float | None = None) -> str:
-    """A session cookie value: its expiry and a MAC of it keyed by the token (which it does not
-    reveal). Any replica that knows the token accepts it; changing the token ends every session."""
-    expires = int(time.time() if now is None else now) + SESSION_SECONDS
-    return f"{expires}.{_mac(token, expires)}"
-
-
-def session_valid(value: str | None, token: str, *, now: float | None = None) -> bool:
-    """Whether `value` is an unexpired session cookie made by `new_session` for `token`."""
-    if not value:
-        return False
-    stamp, _, mac = value.partition(".")
-    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12:
-        return False
-    expires = int(stamp)
-    if expires < (time.time() if now is None else now):
-        return False
-    return hmac.compare_digest(mac.encode(), _mac(token, expires).encode())

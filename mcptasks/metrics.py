@@ -3,7 +3,10 @@
 `metrics_app` installs a `TaskMetrics` observer on the engine (beside telemetry's, if any) and
 returns an ASGI app answering every GET with the metrics of `METRICS`: counters and a duration
 histogram kept by the observer, gauges read from the engine and `TaskStore.stats()` when scraped.
-No OpenTelemetry is needed. The app answers only to loopback `Host` values unless given others.
+prometheus-client (the `metrics` extra) writes the exposition from a registry of the app's own;
+no OpenTelemetry is needed. Every label value comes from a set the server defines (tool names,
+statuses, methods, and `FAILURE_LABELS` for a failure's `reason`): nothing a client or a body
+sends becomes a label. The app answers only to loopback `Host` values unless given others.
 """
 
 from __future__ import annotations
@@ -13,14 +16,30 @@ from contextlib import contextmanager
 from typing import Any
 
 from mcptasks._guard import LOOPBACK_HOSTS, HostGuard
+from mcptasks._runtime.failures import FAILURE_LABELS, failure_label
 from mcptasks._runtime.observer import add_observer
+from mcptasks.stores.admin import TaskStats
 from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.extras import MissingExtra
 from mcptasks.wire import TERMINAL_STATUSES
 
-__all__ = ["CONTENT_TYPE", "DURATION_BUCKETS", "METRICS", "TaskMetrics", "metrics_app"]
+try:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
+    raise MissingExtra(
+        "metrics", "prometheus-client", "metrics", what="the metrics endpoint (mcptasks.metrics)"
+    ) from exc
+
+__all__ = ["CONTENT_TYPE", "DURATION_BUCKETS", "FAILURE_LABELS", "METRICS", "TaskMetrics", "metrics_app"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-"""The content type of the Prometheus text exposition format."""
+"""The content type of the Prometheus text exposition format that `generate_latest` writes."""
 
 DURATION_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 """Upper bounds (s) of the `mcptasks_task_duration_seconds` buckets (plus `+Inf`)."""
@@ -31,8 +50,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "mcptasks_tasks_tool_errors_total": ("counter", "Completed tasks whose result is a tool error, by tool."),
     "mcptasks_tasks_failed_total": (
         "counter",
-        "Tasks that failed, by tool and reason (the error's data.reason such as worker_lost or ttl, "
-        "else its JSON-RPC code).",
+        "Tasks that failed, by tool and reason: the server's own reason (worker_lost, timeout, ...), "
+        "client_error (the client answered a question with an error), a standard JSON-RPC code, "
+        "or other.",
     ),
     "mcptasks_tasks_cancelled_total": ("counter", "Tasks cancelled, by tool."),
     "mcptasks_task_duration_seconds": ("histogram", "Creation to final status (s), by tool and status."),
@@ -59,13 +79,6 @@ METRICS: dict[str, tuple[str, str]] = {
 Labels = tuple[tuple[str, str], ...]
 
 
-def _reason(record: TaskRecord) -> str:
-    data = record.error.get("data") if record.error else None
-    if isinstance(data, dict) and isinstance(data.get("reason"), str):
-        return str(data["reason"])
-    return str(record.error.get("code", "failed")) if record.error else "failed"
-
-
 class _Histogram:
     """Bucket counts, sum and count of one label set."""
 
@@ -83,7 +96,10 @@ class _Histogram:
 
 
 class TaskMetrics:
-    """An `EngineObserver` that counts tasks in plain dicts for `metrics_app` (no OpenTelemetry)."""
+    """An `EngineObserver` that counts tasks in plain dicts for `metrics_app` (no OpenTelemetry).
+
+    Its label values are tool names, statuses, request methods and `failure_label`s: a closed
+    set, so the number of series stays bounded whatever clients and bodies send."""
 
     follows_runs = False
     """Bodies waiting for input may leave their task (park): nothing here follows a run."""
@@ -141,7 +157,7 @@ class TaskMetrics:
             if after.result and after.result.get("isError") is True:
                 self._add("mcptasks_tasks_tool_errors_total", tool)
         elif after.status == "failed":
-            self._add("mcptasks_tasks_failed_total", (*tool, ("reason", _reason(after))))
+            self._add("mcptasks_tasks_failed_total", (*tool, ("reason", failure_label(after.error))))
         else:
             self._add("mcptasks_tasks_cancelled_total", tool)
         key = (*tool, ("status", after.status))
@@ -156,80 +172,97 @@ class TaskMetrics:
         self._add("mcptasks_task_requests_total", (("method", method), ("tool", record.tool)))
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _sample(name: str, labels: Labels, value: float) -> str:
-    shown = ",".join(f'{key}="{_escape(text)}"' for key, text in labels)
-    number = repr(float(value)) if value != int(value) else str(int(value))
-    return f"{name}{{{shown}}} {number}" if shown else f"{name} {number}"
-
-
-def _header(name: str) -> list[str]:
+def _family(name: str, values: dict[Labels, float]) -> CounterMetricFamily | GaugeMetricFamily:
+    """The family of the counter or gauge `METRICS[name]`, one sample per label set of `values`."""
     kind, text = METRICS[name]
-    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+    names = [key for key, _ in next(iter(values), ())]
+    family_type = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+    family = family_type(name, text, labels=names)
+    for labels, value in sorted(values.items()):
+        family.add_metric([text for _, text in labels], value)
+    return family
 
 
-class _Exposition:
-    """What one scrape shows for an engine (and its listen streams)."""
+_BOUNDS = tuple(repr(bound) for bound in DURATION_BUCKETS)
+
+
+class _Counted:
+    """The collector of what a `TaskMetrics` counted: its counters and the duration histogram."""
+
+    def __init__(self, metrics: TaskMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        """The counters, then the histogram (copies, read in one step each)."""
+        for name, values in self.metrics.counters.items():
+            yield _family(name, dict(values))
+        histogram = HistogramMetricFamily(
+            "mcptasks_task_duration_seconds",
+            METRICS["mcptasks_task_duration_seconds"][1],
+            labels=["tool", "status"],
+        )
+        for labels, counts in sorted(dict(self.metrics.durations).items()):
+            buckets = [*zip(_BOUNDS, counts.buckets, strict=True), ("+Inf", counts.count)]
+            histogram.add_metric([text for _, text in labels], buckets, counts.total)
+        yield histogram
+
+
+class _ReadAtScrape:
+    """The collector of the gauges read when Prometheus scrapes: from the engine, its listen
+    streams and the store's statistics (read by `refresh` before each exposition)."""
 
     def __init__(self, engine: Any, metrics: TaskMetrics, push: Any) -> None:
         self.engine = engine
         self.metrics = metrics
         self.push = push
+        self.stats: TaskStats | None = None
+        """The store's statistics as last read (None: unreadable, or the engine is not running)."""
 
-    def _histogram(self) -> list[str]:
-        name = "mcptasks_task_duration_seconds"
-        lines = _header(name)
-        for labels, histogram in sorted(self.metrics.durations.items()):
-            for bound, count in zip(DURATION_BUCKETS, histogram.buckets, strict=True):
-                lines.append(_sample(f"{name}_bucket", (*labels, ("le", repr(bound))), count))
-            lines.append(_sample(f"{name}_bucket", (*labels, ("le", "+Inf")), histogram.count))
-            lines.append(_sample(f"{name}_sum", labels, histogram.total))
-            lines.append(_sample(f"{name}_count", labels, histogram.count))
-        return lines
-
-    async def _store(self) -> list[str]:
+    async def refresh(self) -> None:
+        """Read the store's statistics for the next exposition."""
+        if not self.engine.running:
+            self.stats = None
+            return
         try:
-            stats = await self.engine.store.stats()
+            self.stats = await self.engine.store.stats()
         except Exception:
-            return [*_header("mcptasks_store_up"), _sample("mcptasks_store_up", (), 0)]
-        lines = _header("mcptasks_store_tasks")
-        lines += [
-            _sample("mcptasks_store_tasks", (("status", s),), n) for s, n in sorted(stats.by_status.items())
-        ]
-        lines += [*_header("mcptasks_store_queued"), _sample("mcptasks_store_queued", (), stats.queued)]
-        lines += [
-            *_header("mcptasks_store_runners"),
-            _sample("mcptasks_store_runners", (), len(stats.runners)),
-        ]
-        return [*lines, *_header("mcptasks_store_up"), _sample("mcptasks_store_up", (), 1)]
+            self.stats = None
 
-    async def text(self) -> str:
-        """The whole exposition."""
-        lines: list[str] = []
-        for name, values in self.metrics.counters.items():
-            lines += _header(name)
-            lines += [_sample(name, labels, value) for labels, value in sorted(values.items())]
-        lines += self._histogram()
-        lines += [
-            *_header("mcptasks_tasks_running"),
-            _sample("mcptasks_tasks_running", (), self.engine.active_runs),
-        ]
-        lines += _header("mcptasks_tasks_waiting_for_input")
-        lines += [
-            _sample("mcptasks_tasks_waiting_for_input", (("tool", tool),), count)
-            for tool, count in sorted(self.metrics.waiting.items())
-        ]
+    def collect(self) -> Iterator[Metric]:
+        """The engine's gauges, and the store's while the engine runs."""
+        yield _family("mcptasks_tasks_running", {(): self.engine.active_runs})
+        waiting: dict[Labels, float] = {
+            (("tool", tool),): count for tool, count in dict(self.metrics.waiting).items()
+        }
+        yield _family("mcptasks_tasks_waiting_for_input", waiting)
         streams = self.push.open_streams if self.push is not None else 0
-        lines += [
-            *_header("mcptasks_listen_streams_open"),
-            _sample("mcptasks_listen_streams_open", (), streams),
-        ]
-        if self.engine.running:
-            lines += await self._store()
-        return "\n".join(lines) + "\n"
+        yield _family("mcptasks_listen_streams_open", {(): streams})
+        if not self.engine.running:
+            return
+        stats = self.stats
+        if stats is not None:
+            by_status: dict[Labels, float] = {
+                (("status", status),): n for status, n in stats.by_status.items()
+            }
+            yield _family("mcptasks_store_tasks", by_status)
+            yield _family("mcptasks_store_queued", {(): stats.queued})
+            yield _family("mcptasks_store_runners", {(): len(stats.runners)})
+        yield _family("mcptasks_store_up", {(): 0 if stats is None else 1})
+
+
+class _Exposition:
+    """What one scrape shows for an engine (and its listen streams): a registry of its own."""
+
+    def __init__(self, engine: Any, metrics: TaskMetrics, push: Any) -> None:
+        self.gauges = _ReadAtScrape(engine, metrics, push)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Counted(metrics))
+        self.registry.register(self.gauges)
+
+    async def text(self) -> bytes:
+        """The whole exposition."""
+        await self.gauges.refresh()
+        return generate_latest(self.registry)
 
 
 class _MetricsApp:
@@ -247,7 +280,7 @@ class _MetricsApp:
         if scope["method"] not in ("GET", "HEAD"):
             status, body, kind = 405, b"only GET and HEAD\n", "text/plain; charset=utf-8"
         else:
-            status, body, kind = 200, (await self.exposition.text()).encode(), CONTENT_TYPE
+            status, body, kind = 200, await self.exposition.text(), CONTENT_TYPE
         headers = [
             (b"content-type", kind.encode()),
             (b"content-length", str(len(body)).encode()),

@@ -36,9 +36,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("mcptasks.telemetry needs OpenTelemetry: pip install 'mcptasks[otel]'") from exc
 
 from mcptasks import __version__
+from mcptasks._runtime.failures import failure_label
 from mcptasks._runtime.observer import add_observer
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.base import TaskRecord, TaskStore, combined_replace
+from mcptasks.stores.base import RunnerOffer, TaskRecord, TaskStore, combined_replace, keeps_offers
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"]
@@ -46,7 +47,8 @@ __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"
 METRICS: dict[str, str] = {
     "mcptasks.tasks.created": "Counter: tasks created, by gen_ai.tool.name.",
     "mcptasks.tasks.ended": "Counter: tasks that reached a final status, by gen_ai.tool.name, mcp.task.status "
-    "and error.type (tool_error, a JSON-RPC code, or the failure reason such as worker_lost or ttl).",
+    "and error.type (tool_error, or a failure's label: the server's reason such as worker_lost or timeout, "
+    "client_error, a standard JSON-RPC code, or other).",
     "mcptasks.tasks.active": "UpDownCounter: tasks working or input_required, by gen_ai.tool.name and "
     "mcp.task.status (sum it over replicas).",
     "mcptasks.queue.depth": "UpDownCounter: tasks queued for a worker (no runner yet), by gen_ai.tool.name.",
@@ -68,6 +70,8 @@ _TASK_ID = "mcp.task.id"
 _PROPAGATOR = TraceContextTextMapPropagator()
 _LINK_CACHE = 4096
 """Creating-span contexts remembered per task id, so a poll does not re-parse the traceparent."""
+_SPAN_TEXT = 256
+"""At most this many characters of a failure's own reason and message go on its span."""
 
 Attributes = tuple[tuple[str, str], ...]
 _OPERATION_KEYS: dict[str, Attributes] = {}
@@ -102,14 +106,19 @@ def _creating_link(record: TaskRecord) -> Link | None:
 
 
 def _error_type(record: TaskRecord) -> str | None:
-    if record.status == "failed" and record.error:
-        data = record.error.get("data")
-        if isinstance(data, dict) and isinstance(data.get("reason"), str):
-            return str(data["reason"])
-        return str(record.error.get("code", "failed"))
+    """`error.type` of a task that ended: `tool_error`, or a failure's label (one of
+    `FAILURE_LABELS`, never a value a client or a body chose); None when it succeeded."""
+    if record.status == "failed":
+        return failure_label(record.error)
     if record.status == "completed" and record.result and record.result.get("isError") is True:
         return "tool_error"
     return None
+
+
+def _bounded(value: object) -> str:
+    """`value` as text of at most `_SPAN_TEXT` characters."""
+    text = str(value)
+    return text if len(text) <= _SPAN_TEXT else text[: _SPAN_TEXT - 1] + "…"
 
 
 def _input_wait(record: TaskRecord) -> float:
@@ -362,8 +371,12 @@ def _mark_span_ended(span: trace.Span, after: TaskRecord, error: str | None) -> 
     if error is not None:
         span.set_attribute("error.type", error)
     if after.status == "failed":
+        data = after.error.get("data") if after.error else None
+        reason = data.get("reason") if isinstance(data, dict) else None
+        if isinstance(reason, str) and reason != error:  # the error's own reason, shortened
+            span.set_attribute("mcp.task.error.reason", _bounded(reason))
         message = after.error.get("message") if after.error else None
-        span.set_status(StatusCode.ERROR, str(message) if message is not None else None)
+        span.set_status(StatusCode.ERROR, _bounded(message) if message is not None else None)
 
 
 class TimedStore:
@@ -440,15 +453,39 @@ class TimedStore:
         result: int = await self._timed("delete_expired", self.inner.delete_expired(now))
         return result
 
-    async def heartbeat(self, runner: str, ttl: float) -> None:
-        await self._timed("heartbeat", self.inner.heartbeat(runner, ttl))
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        offers = keeps_offers(self.inner)
+        if tools is None or offers is None:
+            await self._timed("heartbeat", self.inner.heartbeat(runner, ttl))
+        else:
+            await self._timed("heartbeat", offers.heartbeat(runner, ttl, tools=tools))
+
+    @property
+    def runner_offers(self) -> Callable[[], Awaitable[dict[str, RunnerOffer]]] | None:
+        """The inner store's `runner_offers` timed; None when it keeps no offers (`keeps_offers`)."""
+        offers = keeps_offers(self.inner)
+        if offers is None:
+            return None
+
+        async def timed() -> dict[str, RunnerOffer]:
+            result: dict[str, RunnerOffer] = await self._timed("runner_offers", offers.runner_offers())
+            return result
+
+        return timed
 
     async def live_runners(self) -> set[str]:
         result: set[str] = await self._timed("live_runners", self.inner.live_runners())
         return result
 
-    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        result: list[TaskRecord] = await self._timed("claim", self.inner.claim(runner, limit))
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        offers = keeps_offers(self.inner)
+        if tools is None or offers is None:
+            claimed = self.inner.claim(runner, limit)
+        else:
+            claimed = offers.claim(runner, limit, tools=tools)
+        result: list[TaskRecord] = await self._timed("claim", claimed)
         return result
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:

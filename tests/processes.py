@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -119,8 +120,10 @@ def serving_http(
     extra: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path = ROOT,
+    open_files: int | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`mcptasks serve TARGET --transport http` on 127.0.0.1:`port`, yielded once it accepts."""
+    """`mcptasks serve TARGET --transport http` on 127.0.0.1:`port`, yielded once it accepts
+    (`open_files`: the server's open-file limit, `ulimit -n`)."""
     command = [sys.executable, "-m", "mcptasks", "serve", str(target), "--transport", "http"]
     command += ["--host", "127.0.0.1", "--port", str(port), *extra]
     with log.open("wb") as output:
@@ -131,12 +134,19 @@ def serving_http(
             stderr=subprocess.STDOUT,
             env=dict(env) if env is not None else clean_env(),
             cwd=cwd,
+            preexec_fn=None if open_files is None else partial(_limit_open_files, open_files),
         )
     try:
         wait_accepting(process, port, log)
         yield process
     finally:
         stop(process)
+
+
+def _limit_open_files(count: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 def wait_accepting(process: subprocess.Popen[bytes], port: int, log: Path) -> None:

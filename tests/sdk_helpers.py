@@ -32,6 +32,7 @@ from helpers import split_config
 from mcp import Client, MCPError
 from mcp.client import advertise
 from mcp.client.context import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 from mcp_types import (
     CallToolRequest,
@@ -629,3 +630,14 @@ class StaticTokens:
 def bearer(token: str) -> httpx2.AsyncClient:
     """An HTTP client that sends `Authorization: Bearer <token>`."""
     return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+
+
+@asynccontextmanager
+async def as_user(url: str, token: str) -> AsyncIterator[Tasks]:
+    """An SDK client over HTTP, opted in to tasks, authenticated as `token`."""
+    async with bearer(token) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(
+            transport, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
+        ) as client:
+            yield Tasks(client)

@@ -90,11 +90,13 @@ class EncryptedStore:
         return self._open_all(await self.inner.claim(runner, limit))
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
-        page = await self.inner.list_tasks(query, limit=limit, after=after)  # filters see clear fields
-        return TaskPage(self._open_all(page.records), page.next_cursor)
+        # the inner store filters on clear fields; whether a result is a tool error is sealed
+        clear = dataclasses.replace(query, tool_error=None)
+        page = await self.inner.list_tasks(clear, limit=limit, after=after)
+        return TaskPage([r for r in self._open_all(page.records) if query.matches(r)], page.next_cursor)
 
-    async def stats(self) -> TaskStats:
-        return await self.inner.stats()
+    async def stats(self) -> TaskStats:  # results are sealed: tool errors are not counted
+        return dataclasses.replace(await self.inner.stats(), tool_errors=None)
 
     async def purge(self, statuses: Collection[str], older_than: float) -> int:
         return await self.inner.purge(statuses, older_than)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from mcptasks._authoring import steps
 from mcptasks._authoring.steps import Step
 from mcptasks._authoring.threaded import CancelRequested
+from mcptasks._authoring.values import check_json, check_text
 from mcptasks._authoring.yields import (
     Answer,
     Elicit,
@@ -33,6 +34,8 @@ def checked_state(state: Any) -> Any:
     """`state` as a plain JSON value (a copy), or `ValueError` saying why it cannot be saved."""
     try:
         text = json.dumps(state, separators=(",", ":"), allow_nan=False)
+        if "\\ud" in text:  # a surrogate, escaped: paired ones are fine, a lone one cannot be stored
+            check_json(state, "checkpoint")
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(
             f"a checkpoint must be plain JSON (dict, list, str, number, bool, None): {exc}"
@@ -165,8 +168,11 @@ class TaskContext:
         self._channel = channel
 
     async def status(self, message: str) -> None:
-        """Set the task's `statusMessage`."""
-        await self._channel.set_status(str(message))
+        """Set the task's `statusMessage` (`InvalidValue` when it is no Unicode text)."""
+        message = str(message)
+        if not message.isascii():
+            check_text(message, "the status message")
+        await self._channel.set_status(message)
 
     @overload
     async def elicit(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcptasks._authoring.threaded import ThreadShare, as_share
+from mcptasks._authoring.values import storable_text, unstorable
 from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
 from mcptasks.wire import INTERNAL_ERROR
 
@@ -128,7 +129,8 @@ async def step_entry(
     """Run `step`; return its journal entry (its JSON value, or the error it raised) and the
     exception it raised (None when it returned).
 
-    A value that is not plain JSON, or is over `max_bytes` of JSON, fails the step.
+    A value that is not plain JSON, holds text UTF-8 cannot encode (a lone surrogate), or is
+    over `max_bytes` of JSON, fails the step.
     """
     try:
         value = await call_step(step, threads)
@@ -145,7 +147,12 @@ async def step_entry(
             f"str, number, bool, None): {exc}"
         )
         return _error_entry(step.name, "TypeError", message), TypeError(message)
-    size = len(text.encode())
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        # The function ran: its failure is journalled, so a replay raises it without a second run.
+        message = f"step {step.name!r} returned a value that cannot be stored: {unstorable(value)}"
+        return _error_entry(step.name, "ValueError", message), ValueError(message)
     if size > max_bytes:
         message = (
             f"step {step.name!r} returned {size} bytes of JSON, over the {max_bytes} a journal entry "
@@ -182,8 +189,8 @@ MAX_UNJOURNALLED_BYTES = 1024 * 1024
 
 def _plain_json(value: Any) -> bool:
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         return False
     return True
 
@@ -197,4 +204,5 @@ def _text(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # a hostile __str__
         return ""
+    text = storable_text(text)
     return text if len(text) <= 4000 else f"{text[:4000]}… ({len(text)} characters)"

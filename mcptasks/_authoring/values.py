@@ -31,14 +31,18 @@ _LEAVE = object()
 def check_json(value: Any, path: str = "") -> None:
     """Raise `InvalidValue` unless `value` is plain JSON: dict with str keys, list, str, bool,
     None, int, or a finite float. Tuples count as lists. NaN and Infinity are rejected, and so is
-    a container that contains itself (JSON is a tree; a shared, acyclic part is fine)."""
+    a container that contains itself (JSON is a tree; a shared, acyclic part is fine), and a
+    string or key that is no Unicode text (see `check_text`)."""
     stack: list[tuple[Any, Any]] = [(value, path)]
     inside: set[int] = set()  # the containers on the path to the item being looked at
     while stack:
         item, where = stack.pop()
         if item is _LEAVE:
             inside.discard(where)
-        elif item is None or isinstance(item, (str, bool, int)):
+        elif isinstance(item, str):
+            if not item.isascii():
+                check_text(item, where)
+        elif item is None or isinstance(item, (bool, int)):
             continue
         elif isinstance(item, float):
             if not math.isfinite(item):
@@ -63,8 +67,41 @@ def _children(item: dict[Any, Any] | list[Any] | tuple[Any, ...], where: str) ->
             raise InvalidValue(
                 f"{_where(where)} has a key of type {type(key).__name__} ({key!r}); JSON keys are strings"
             )
+        if not key.isascii():
+            check_text(key, f"a key of {_where(where)}")
         children.append((child, f"{where}.{key}" if where else key))
     return children
+
+
+def check_text(text: str, where: str = "") -> None:
+    """Raise `InvalidValue` when `text` is no Unicode text: it holds a lone surrogate (a half of
+    a UTF-16 pair, such as "\\ud800", which JSON parsers in Python let through), which UTF-8
+    cannot encode, so no store can keep it and no client can be sent it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidValue(
+            f"{_where(where)} is not Unicode text: it holds a lone surrogate "
+            f"({text[exc.start]!r} at character {exc.start}), which UTF-8 cannot encode, so it "
+            "cannot be stored or sent"
+        ) from None
+
+
+def unstorable(value: Any) -> str:
+    """Why `value`, which JSON encodes, cannot be stored: the part holding a lone surrogate."""
+    try:
+        check_json(value, "value")
+    except InvalidValue as exc:
+        return str(exc)
+    return "it is not Unicode text"  # pragma: no cover (check_json finds what UTF-8 refused)
+
+
+def storable_text(text: str) -> str:
+    """`text` with each lone surrogate written as its escape (`\\ud800`): for messages taken
+    from exceptions, which are stored and sent whatever they hold."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 def json_size(value: Any) -> int:

@@ -18,5 +18,6 @@ Where things are:
   `fallback`: the generated `task_*` tools.
 - `feed`, `push`: change notifications and `notifications/tasks` streams.
 - `limits`, `outages`, `watchdog`, `observer`, `tasklog`, `operator`: bounds, store outages, a
-  blocked loop, telemetry hooks, transition logs, operator views.
+  blocked loop, telemetry hooks, transition logs, operator views; `safe_text`: untrusted text
+  escaped for terminals and logs.
 """

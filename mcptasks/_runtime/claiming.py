@@ -21,7 +21,7 @@ from mcptasks._runtime.journal import Journal
 from mcptasks._runtime.outages import describe
 from mcptasks._runtime.run import TaskRun
 from mcptasks.errors import ToolError
-from mcptasks.stores.base import KeepsJournal, TaskRecord
+from mcptasks.stores.base import KeepsJournal, TaskRecord, keeps_offers
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -48,7 +48,11 @@ class Claiming(RunHosting):
             return 0
         self._claiming += 1
         try:
-            claimed = await self.store.claim(self.instance_id, room)
+            offers = keeps_offers(self.store)
+            if offers is None:
+                claimed = await self.store.claim(self.instance_id, room)
+            else:  # only what this engine can run: the rest waits for a worker that knows its tool
+                claimed = await offers.claim(self.instance_id, room, tools=tuple(self.tools))
             for record in claimed:
                 self._take(record)
         finally:
@@ -92,7 +96,9 @@ class Claiming(RunHosting):
             return
         task_group.start_soon(self._execute, tool, args, run, record.owner, None, name=BODY_TASK_NAME)
 
-    def _journal(self, tool: TaskTool, task_id: str, entries: list[str] | None = None) -> Journal | None:
+    def _journal(
+        self, tool: TaskTool, task_id: str, owner: str, entries: list[str] | None = None
+    ) -> Journal | None:
         """A journal for a run of `tool` (None: it is not durable, or the store keeps none)."""
         if not tool.durable:
             return None
@@ -107,14 +113,16 @@ class Claiming(RunHosting):
                     store,
                 )
             return None
-        return Journal(store, task_id, tool.name, self.limits, entries)
+        return Journal(
+            store, task_id, tool.name, self.limits, entries, owner=owner, owners=self._owner_journals
+        )
 
     async def _replay(self, run: TaskRun, tool: TaskTool) -> bool:
         """Read the journal a claimed durable run replays from; False when the store failed
         (the task is released for a later claim)."""
         store = self.store
         if not isinstance(store, KeepsJournal):
-            run.journal = self._journal(tool, run.task_id)
+            run.journal = self._journal(tool, run.task_id, run.owner)
             return True
         try:
             entries = await self.store_retry.run(
@@ -135,5 +143,5 @@ class Claiming(RunHosting):
             with anyio.move_on_after(self.lease_ttl):
                 await self._guarded(partial(self._mutate, run.task_id, release))
             return False
-        run.journal = self._journal(tool, run.task_id, entries)
+        run.journal = self._journal(tool, run.task_id, run.owner, entries)
         return True

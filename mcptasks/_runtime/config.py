@@ -56,6 +56,9 @@ class EngineConfig:
     """The most claimed tasks this instance runs at once (None: no bound)."""
     claim_interval: float = 1.0
     """Seconds between polls of the queue (change notifications wake it sooner)."""
+    no_worker_timeout: float = field(default=300.0, metadata=_flag("--no-worker-timeout"))
+    """How long a queued task waits while no live worker offers its tool (a rolling deploy)
+    before it fails with `no_worker_for_tool`; counted from the store, so restarts do not reset it."""
     sweep_interval: float = 30.0
     """Seconds between deletions of expired records."""
     input_poll_interval: float = 5.0
@@ -90,6 +93,15 @@ class EngineConfig:
     """Over Streamable HTTP, accept a `tasks/*` request without an `Mcp-Name` header (a mismatched
     one is still -32020), warning once per client: for clients that never send it (see Tested
     clients in the docs)."""
+    header_timeout: float = field(default=10.0, metadata=_flag("--header-timeout"))
+    """Over HTTP (`mcptasks serve`, `TaskServer.run("http")`), seconds a request head may take to
+    arrive, from the connection's opening (or the next request's first byte); then it is closed."""
+    body_timeout: float = field(default=30.0, metadata=_flag("--body-timeout"))
+    """Over HTTP, seconds a request body may take to arrive after its head; then it is closed.
+    Responses (SSE streams) are not bounded."""
+    max_connections: int | None = field(default=None, metadata=_flag("--max-connections"))
+    """Over HTTP, the most connections open at once; more wait in the listen backlog (None: three
+    quarters of the process's open-file limit)."""
     parked_limit: int = 1000
     """How many inline calls may wait at a question between their rounds at once (of one owner:
     `Limits.max_parked_per_owner`)."""
@@ -156,9 +168,14 @@ def apply_flags(
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
     executor: str | None = None,
+    no_worker_timeout: float | None = None,
+    header_timeout: float | None = None,
+    body_timeout: float | None = None,
+    max_connections: int | None = None,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--executor`); raises
+    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--executor`,
+    `--no-worker-timeout`, `--header-timeout`, `--body-timeout`, `--max-connections`); raises
     `ValueError` for an invalid value."""
     changes: dict[str, Any] = {}
     if enqueue_only:
@@ -173,6 +190,15 @@ def apply_flags(
         changes["accept_missing_mcp_name"] = True
     if executor is not None:
         changes["executor"] = executor
+    if no_worker_timeout is not None:
+        changes["no_worker_timeout"] = no_worker_timeout
+    for name, value in (
+        ("header_timeout", header_timeout),
+        ("body_timeout", body_timeout),
+        ("max_connections", max_connections),
+    ):
+        if value is not None:
+            changes[name] = value
     return replace(config, **changes)
 
 
@@ -205,6 +231,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "lease_ttl": _positive,
     "max_concurrent": _optional(_count(1)),
     "claim_interval": _positive,
+    "no_worker_timeout": _positive,
     "sweep_interval": _positive,
     "input_poll_interval": _positive,
     "poll_limit": lambda value: value in ("off", "delay", "reject"),
@@ -219,6 +246,9 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "immediate_results": _flag_value,
     "fast_path": _flag_value,
     "accept_missing_mcp_name": _flag_value,
+    "header_timeout": _positive,
+    "body_timeout": _positive,
+    "max_connections": _optional(_count(1)),
     "parked_limit": _count(0),
     "parked_seconds": _positive,
     "push": _flag_value,
@@ -233,6 +263,7 @@ _RULES = {
     "lease_ttl": "must be a positive number of seconds",
     "max_concurrent": "must be a positive integer or None",
     "claim_interval": "must be a positive number of seconds",
+    "no_worker_timeout": "must be a positive number of seconds",
     "sweep_interval": "must be a positive number of seconds",
     "input_poll_interval": "must be a positive number of seconds",
     "poll_limit": "must be 'off', 'delay' or 'reject'",
@@ -247,6 +278,9 @@ _RULES = {
     "immediate_results": "must be True or False",
     "fast_path": "must be True or False",
     "accept_missing_mcp_name": "must be True or False",
+    "header_timeout": "must be a positive number of seconds",
+    "body_timeout": "must be a positive number of seconds",
+    "max_connections": "must be a positive integer or None",
     "parked_limit": "must be a non-negative integer",
     "parked_seconds": "must be a positive number of seconds",
     "push": "must be True or False",

@@ -21,7 +21,14 @@ from mcptasks._authoring.context import BodyChannel, run_step
 from mcptasks._authoring.results import error_result, to_call_tool_result
 from mcptasks._authoring.steps import Step
 from mcptasks._authoring.threaded import CancelRequested
-from mcptasks._authoring.values import InvalidValue, check_content, check_json, json_size
+from mcptasks._authoring.values import (
+    InvalidValue,
+    check_content,
+    check_json,
+    check_text,
+    json_size,
+    storable_text,
+)
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
 from mcptasks._runtime.resumable import movable
 from mcptasks._runtime.watchdog import BodyLabel, Label, current_body, watched
@@ -174,17 +181,19 @@ def _describe(exc: BaseException) -> str:
         text = f"{text} ({inner})"
     if len(text) > MAX_MESSAGE:
         text = f"{text[:MAX_MESSAGE]}… ({len(text)} characters)"
-    return text if text else type(exc).__name__
+    return storable_text(text) if text else type(exc).__name__
 
 
 def _status_text(item: Any) -> str | None:
-    if isinstance(item, str):
-        return item
     if isinstance(item, Status):
         if not isinstance(item.message, str):
             raise InvalidValue(f"Status message is of type {type(item.message).__name__}; it must be a str")
-        return item.message
-    return None
+        item = item.message
+    if not isinstance(item, str):
+        return None
+    if not item.isascii():
+        check_text(item, "the status message")
+    return item
 
 
 async def _handle(
@@ -207,8 +216,7 @@ async def _handle(
         return _answer_value(await item.question.answers(True), item.question.single)
     requests = as_input_requests(item)
     if requests is not None:
-        for request in requests:
-            check_json(request.params, f"{request.method} params")
+        _check_requests(requests)
         single = isinstance(item, InputRequest)
         ask_or_park = getattr(channel, "ask_or_park", None) if body is not None else None
         if ask_or_park is None:
@@ -225,6 +233,14 @@ async def _handle(
         "a task body may yield str, Status, an input request, Inputs, Step, Delegate or Result; "
         f"got {type(item).__name__}"
     )
+
+
+def _check_requests(requests: Sequence[InputRequest]) -> None:
+    """`InvalidValue` unless each request's params and key can be stored and sent."""
+    for request in requests:
+        check_json(request.params, f"{request.method} params")
+        if request.key is not None:
+            check_text(request.key, f"the key of {request.method}")
 
 
 def _answer_value(answers: list[Any], single: bool) -> Any:
@@ -305,7 +321,13 @@ async def _close(generator: AsyncGenerator[Any, Any], label: Label | None) -> No
 def outcome_of_exception(exc: Exception, tool: str) -> Outcome:
     """Map an exception escaping a body to its outcome (JSON-RPC error -> failed; others -> tool error)."""
     if isinstance(exc, ProtocolError):
-        return Outcome("failed", error=exc.to_error())
+        error = exc.to_error()
+        error["message"] = storable_text(str(error["message"]))
+        try:
+            check_json(error.get("data"), "data")
+        except InvalidValue:
+            error.pop("data")  # a body's data that cannot be stored: the code and message stand
+        return Outcome("failed", error=error)
     if isinstance(exc, InvalidValue):
         message = f"Task tool {tool!r} yielded a value that cannot be sent: {_describe(exc)}"
         return Outcome(
@@ -334,7 +356,9 @@ def outcome_of_abort(exc: BaseException, tool: str) -> Outcome:
 
 def outcome_of_value(value: Any, tool: str, max_bytes: int | None = None) -> Outcome:
     """Convert a body's result value, checking it is JSON and not over `max_bytes`."""
-    if value is None or (isinstance(value, str) and (max_bytes is None or len(value) * 4 < max_bytes)):
+    if value is None or (
+        isinstance(value, str) and value.isascii() and (max_bytes is None or len(value) * 4 < max_bytes)
+    ):
         return Outcome("completed", result=to_call_tool_result(value))  # plain JSON, small enough
     try:
         result = to_call_tool_result(value)

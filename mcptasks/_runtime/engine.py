@@ -14,6 +14,7 @@ results and deferred first writes), on the shared state of `engine_state`.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -43,20 +44,24 @@ from mcptasks._runtime.feed import follow
 from mcptasks._runtime.hosting import BODY_TASK_NAME as BODY_TASK_NAME
 from mcptasks._runtime.hosting import RunHosting, _log_cancel_from_elsewhere
 from mcptasks._runtime.instances import new_instance_id
+from mcptasks._runtime.journal import OwnerJournals
 from mcptasks._runtime.leases import Leases
 from mcptasks._runtime.limits import TooManyTasks
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
+from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.retention import Retention
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks._runtime.wakeups import Wakeups
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks.errors import ProtocolError, TaskNotFound
-from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
+from mcptasks.stores.base import CHANGED_PREFIX, CountsActive, TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import INVALID_PARAMS
+
+logger = logging.getLogger("mcptasks")
 
 
 async def _in_thread(call: Callable[[], object]) -> None:
@@ -118,6 +123,8 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
         """Tasks answered with their immediate result while their end is still being recorded."""
         self._unjournalled: set[str] = set()
         """Durable tools already warned about: the store keeps no journal."""
+        self._owner_journals = OwnerJournals()
+        """The journal bytes of each owner's durable runs here (`Limits.max_journal_bytes_per_owner`)."""
         self.tools: dict[str, TaskTool] = {}
         for tool in tools:
             self.register(tool)
@@ -127,6 +134,8 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
         self._wakeups = Wakeups()
         """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._active_by_owner: dict[str, int] = {}
+        self._uncounted = False
+        """Whether the warning that the store cannot count an owner's active tasks was logged."""
         self._capabilities: dict[str, Any] | None = None
         """The client capabilities of the last task created (see `_shared_capabilities`)."""
         self._closing = False
@@ -183,7 +192,7 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
         try:
             await self.store.open()
             stack.push_async_callback(self.store.close)
-            await self.store.heartbeat(self.instance_id, self.lease_ttl)
+            await self._heartbeat()
             self._closing = False
             self._threads = OwnerThreads(self.limits.threads, self.limits.thread_share)
             beats = self._heartbeat_thread()
@@ -271,10 +280,12 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
             client_capabilities=self._shared_capabilities(client_capabilities),
         )
         run = None
-        if run_here:
+        if not run_here:
+            await self._check_queued_room(owner)
+        else:
             self._check_room(owner)
             run = self._add_run(TaskRun(self, record.task_id, record.expires_at, owner=owner, tool=tool.name))
-            run.journal = self._journal(tool, record.task_id)
+            run.journal = self._journal(tool, record.task_id, owner)
         if self.observer is not None:
             self.observer.creating(record)
         if defer and run is not None and prepared is None and idempotency_key is None:
@@ -343,6 +354,28 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
             raise TooManyTasks("owner", per_owner, retry_ms)
         if limits.max_active is not None and len(self._runs) >= limits.max_active:
             raise TooManyTasks("server", limits.max_active, retry_ms)
+
+    async def _check_queued_room(self, owner: str) -> None:
+        """Refuse a create over `Limits.max_active_per_owner` for a body that runs elsewhere
+        (`--enqueue-only`, an executor): the owner's active tasks are counted in the store,
+        queued or running wherever they are (`CountsActive`). Creates of one owner in flight at
+        the same moment each count before the others are stored: the bound may be passed by as
+        many (a lock across replicas would cost every create a round trip more)."""
+        per_owner = self.limits.active_share
+        if per_owner is None:
+            return
+        store = self.store
+        if not isinstance(store, CountsActive):
+            if not self._uncounted:
+                self._uncounted = True
+                logger.warning(
+                    "the task store %r cannot count an owner's active tasks (count_active): "
+                    "Limits.max_active_per_owner is not enforced for tasks run by workers",
+                    store,
+                )
+            return
+        if await store.count_active(owner) >= per_owner:
+            raise TooManyTasks("owner", per_owner, max(1, round(self.limits.retry_after * 1000)))
 
     def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run `job` in the engine's task group: it outlives the request that started it and is
@@ -434,7 +467,10 @@ class TaskEngine(Claiming, RunHosting, Leases, ExecutorSeam, DeferredWrites):
         return advertised_interval_ms(record, None if limit is None else int(limit * 1000))
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
-        """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op."""
+        """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op.
+
+        -32602 and nothing recorded when an answer cannot be stored (`checked_answers`)."""
+        checked_answers(responses)
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)

@@ -24,6 +24,7 @@ from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig, PollLimit
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.executor import Executor
+from mcptasks._runtime.journal import OwnerJournals
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, permanent_errors
@@ -85,6 +86,7 @@ class EngineState:
     _storing: dict[str, anyio.Event]
     _unwritten: set[str]
     _unjournalled: set[str]
+    _owner_journals: OwnerJournals
     _runs: dict[str, TaskRun]
     _retention: Retention
     _wakeups: Wakeups
@@ -104,6 +106,7 @@ class EngineState:
     lease_ttl = _Setting[float]()
     max_concurrent = _Setting["int | None"]()
     claim_interval = _Setting[float]()
+    no_worker_timeout = _Setting[float]()
     sweep_interval = _Setting[float]()
     input_poll_interval = _Setting[float]()
     poll_limit = _Setting[PollLimit]()

@@ -17,12 +17,12 @@ from anyio.abc import TaskGroup
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine_state import EngineState, _close_body
-from mcptasks._runtime.executor import HandedOver, HeldElsewhere, executor_from_url
+from mcptasks._runtime.executor import HandedOver, HeldElsewhere, NotServedHere, executor_from_url
 from mcptasks._runtime.instances import gone_from_this_host
 from mcptasks._runtime.journal import encoded
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.outages import describe
-from mcptasks.stores.base import KeepsJournal, TaskRecord
+from mcptasks.stores.base import KeepsJournal, TaskRecord, keeps_offers
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -104,6 +104,8 @@ class ExecutorSeam(EngineState):
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             return "gone" if record is None else record.status
+        if record.tool not in self.tools and keeps_offers(self.store) is not None:
+            raise NotServedHere(task_id, record.tool)  # another worker may know it (a rolling deploy)
         if record.runner is not None:
             live = await self.store.live_runners()
             held = record.runner != self.instance_id and not gone_from_this_host(record.runner)

@@ -41,6 +41,16 @@ class HeldElsewhere(MCPTasksError):
         self.runner = runner
 
 
+class NotServedHere(MCPTasksError):
+    """`run_task` was asked to run a task whose tool this worker does not know, while the store
+    keeps tool offers (a rolling deploy): the executor must run it on another worker. The task
+    fails (`no_worker_for_tool`) once no live worker has offered its tool for `no_worker_timeout`."""
+
+    def __init__(self, task_id: str, tool: str) -> None:
+        super().__init__(f"task {task_id} needs the task tool {tool!r}, which this worker does not run")
+        self.tool = tool
+
+
 class HandedOver(MCPTasksError):
     """`run_task` stopped the body without ending the task (this worker is shutting down, or the
     store could not be reached): the task is back in the queue and must run again elsewhere."""
@@ -76,8 +86,9 @@ class ExecutorHost(Protocol):
         """Claim the task and run its body here until it ends; return its final status.
 
         Returns at once with the status of a task that already ended (or `"gone"`), so a repeated
-        call is harmless. Raises `HeldElsewhere` when another live runner holds it and
-        `HandedOver` when the body stopped without ending the task.
+        call is harmless. Raises `HeldElsewhere` when another live runner holds it, `HandedOver`
+        when the body stopped without ending the task and `NotServedHere` when this worker does
+        not know its tool (run it on another worker).
         """
 
     async def cancel_task(self, task_id: str, reason: str) -> bool:

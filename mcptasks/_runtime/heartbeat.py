@@ -20,10 +20,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import anyio
 
+from mcptasks._runtime.offers import heartbeat
 from mcptasks.stores.base import TaskStore
 
 __all__ = ["HeartbeatThread", "heartbeat_thread"]
@@ -36,9 +37,16 @@ class HeartbeatThread:
     loop keeps ticking (at most `wedge_limit` seconds between ticks)."""
 
     def __init__(
-        self, make_store: Callable[[], TaskStore], instance_id: str, lease_ttl: float, wedge_limit: float
+        self,
+        make_store: Callable[[], TaskStore],
+        instance_id: str,
+        lease_ttl: float,
+        wedge_limit: float,
+        tools: Callable[[], Collection[str]] = frozenset,
     ) -> None:
         self.make_store = make_store
+        self.tools = tools
+        """The task tools the engine offers (read at each renewal, `offers.heartbeat`)."""
         self.instance_id = instance_id
         self.lease_ttl = lease_ttl
         self.wedge_limit = wedge_limit
@@ -110,7 +118,7 @@ class HeartbeatThread:
                         if store is None:
                             store = self.make_store()
                             await store.open()
-                        await store.heartbeat(self.instance_id, self.lease_ttl)
+                        await heartbeat(store, self.instance_id, self.lease_ttl, self.tools())
                         self.renewals += 1
                     except Exception:
                         logger.warning("mcptasks heartbeat failed; will retry", exc_info=True)
@@ -131,10 +139,15 @@ async def _close_quietly(store: TaskStore) -> None:
 
 
 def heartbeat_thread(
-    store: TaskStore, instance_id: str, lease_ttl: float, wedge_limit: float
+    store: TaskStore,
+    instance_id: str,
+    lease_ttl: float,
+    wedge_limit: float,
+    tools: Callable[[], Collection[str]] = frozenset,
 ) -> HeartbeatThread | None:
-    """A lease renewer on its own thread for `store`; None when the store cannot make a `twin()`."""
+    """A lease renewer on its own thread for `store` (offering `tools()`); None when the store
+    cannot make a `twin()`."""
     make = getattr(store, "twin", None)
     if not callable(make) or make() is None:
         return None
-    return HeartbeatThread(make, instance_id, lease_ttl, wedge_limit)
+    return HeartbeatThread(make, instance_id, lease_ttl, wedge_limit, tools)

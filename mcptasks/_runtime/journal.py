@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcptasks._authoring.steps import JournalDiverged, JournalFull
+from mcptasks._authoring.values import InvalidValue, unstorable
 from mcptasks._runtime.limits import Limits
 from mcptasks.stores.base import KeepsJournal
 
@@ -36,13 +37,52 @@ def _what(kind: str, name: str) -> str:
     return f"{kind} {name!r}"
 
 
+class OwnerJournals:
+    """Bytes of journal the running durable tasks of each owner hold on one engine, for
+    `Limits.max_journal_bytes_per_owner` (a journal counts from its run's start to its end)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: dict[str, int] = {}
+
+    def add(self, owner: str, size: int) -> None:
+        """Count `size` more bytes (fewer, when negative) for `owner`."""
+        held = self.held.get(owner, 0) + size
+        if held > 0:
+            self.held[owner] = held
+        else:
+            self.held.pop(owner, None)
+
+
 class Journal:
     """The entries of one durable run, read back when it started, and the body's position."""
 
-    __slots__ = ("broken", "entries", "limits", "position", "size", "store", "stored", "task_id", "tool")
+    __slots__ = (
+        "broken",
+        "counted",
+        "entries",
+        "limits",
+        "owner",
+        "owners",
+        "position",
+        "size",
+        "store",
+        "stored",
+        "task_id",
+        "tool",
+    )
 
     def __init__(
-        self, store: KeepsJournal, task_id: str, tool: str, limits: Limits, entries: list[str] | None = None
+        self,
+        store: KeepsJournal,
+        task_id: str,
+        tool: str,
+        limits: Limits,
+        entries: list[str] | None = None,
+        *,
+        owner: str = "",
+        owners: OwnerJournals | None = None,
     ) -> None:
         self.store = store
         self.task_id = task_id
@@ -52,6 +92,14 @@ class Journal:
         self.entries: list[dict[str, Any]] = [json.loads(text) for text in texts]
         self.size = sum(len(text.encode()) for text in texts)
         """Bytes of JSON the journal holds."""
+        self.owner = owner
+        self.owners = owners
+        """The engine's tally of journal bytes by owner (None: no per-owner bound is kept)."""
+        self.counted = 0
+        """The bytes of this journal counted in `owners` (until `release`)."""
+        if owners is not None:
+            owners.add(owner, self.size)
+            self.counted = self.size
         self.position = 0
         """The position of the next step or question the body reaches."""
         self.stored = bool(texts)
@@ -131,19 +179,46 @@ class Journal:
         """Write `entry` at the body's position through `write` (which retries the store call);
         return the entry stored there (this one, or an earlier run's), None when the task ended.
 
-        `JournalFull` when the entry would take the journal over `max_journal_bytes`.
+        `JournalFull` when the entry would take the journal over `max_journal_bytes`;
+        `InvalidValue` when it holds text UTF-8 cannot encode (nothing is written).
         """
         text = encoded(entry)
-        if self.size + len(text.encode()) > self.limits.max_journal_bytes:
-            self._full(
-                f"{self.size} bytes and an entry of {len(text.encode())} more, over `Limits.max_journal_bytes`"
-            )
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:
+            raise InvalidValue(f"a journal entry cannot be stored: {unstorable(entry)}") from None
+        if self.size + size > self.limits.max_journal_bytes:
+            self._full(f"{self.size} bytes and an entry of {size} more, over `Limits.max_journal_bytes`")
+        self._check_owner_room(size)
         position = self.position
         stored = await write(lambda: self.store.append_journal(self.task_id, position, text))
         if stored is None:
             return None
         kept = entry if stored == text else json.loads(stored)
         self.entries.append(kept)
-        self.size += len(stored.encode())
+        added = len(stored.encode())
+        self.size += added
+        if self.owners is not None and self.counted >= 0:
+            self.owners.add(self.owner, added)
+            self.counted += added
         self.position += 1
         return kept
+
+    def _check_owner_room(self, size: int) -> None:
+        """`JournalFull` when an entry of `size` bytes would take the journals of this task's
+        owner on this engine over `Limits.max_journal_bytes_per_owner`."""
+        bound = self.limits.max_journal_bytes_per_owner
+        if self.owners is None or bound is None:
+            return
+        held = self.owners.held.get(self.owner, 0)
+        if held + size > bound:
+            self._full(
+                f"the running durable tasks of its owner hold {held} bytes of journal on this server, "
+                f"and an entry of {size} more would go over `Limits.max_journal_bytes_per_owner`"
+            )
+
+    def release(self) -> None:
+        """The run ended on this engine: its bytes no longer count for its owner."""
+        if self.owners is not None and self.counted >= 0:
+            self.owners.add(self.owner, -self.counted)
+            self.counted = -1  # released: later appends (none are expected) are not counted

@@ -9,34 +9,46 @@ store that lost its data (`_check_epoch`), fails or re-queues the tasks of runne
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 from anyio.abc import TaskStatus
 
+from mcptasks._runtime import ledger
 from mcptasks._runtime.engine_state import EngineState
 from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
 from mcptasks._runtime.hosting import _log_cancel_from_elsewhere
 from mcptasks._runtime.instances import gone_from_this_host
+from mcptasks._runtime.ledger import Transition
+from mcptasks._runtime.offers import heartbeat, no_worker_outcome, offered_tools, unserved
 from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.stores.base import TaskRecord
+from mcptasks.stores.base import TaskRecord, keeps_offers
 
 logger = logging.getLogger("mcptasks")
+
+
+LOST_WITH_PROCESS = "its task store is not durable (memory): the task is lost when this process exits"
+"""What the log says of a task re-queued at a graceful stop on a store that is not durable (memory)."""
 
 
 class Leases(EngineState):
     """The part of `TaskEngine` that holds its runner lease and recovers orphaned tasks."""
 
     async def _heartbeat(self) -> None:
-        await self.store.heartbeat(self.instance_id, self.lease_ttl)
+        await heartbeat(self.store, self.instance_id, self.lease_ttl, self._offered())
+
+    def _offered(self) -> frozenset[str]:
+        """The task tools this engine offers to run (none unless it runs bodies)."""
+        return offered_tools(self.tools, runs_tasks=self.run_tasks)
 
     def _heartbeat_thread(self) -> HeartbeatThread | None:
         """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
         if not self.heartbeat_thread:
             return None
-        return heartbeat_thread(self.store, self.instance_id, self.lease_ttl, self.wedge_limit)
+        return heartbeat_thread(self.store, self.instance_id, self.lease_ttl, self.wedge_limit, self._offered)
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
@@ -67,12 +79,44 @@ class Leases(EngineState):
 
         orphans = [record for record in records if orphaned(record)]
         count = await in_batches(orphans, orphaned, self._orphaned, first_batch_done)
-        await self._stop_stale(running_before, {record.task_id: record for record in records})
-        if self.executor is not None:
-            count += await self.executor.reconcile(records, live)
         if count:
             logger.info("mcptasks recovered %d task(s) whose server was lost", count)
+        await self._stop_stale(running_before, {record.task_id: record for record in records})
+        count += await self._fail_unserved(records)
+        if self.executor is not None:
+            # The executor logs each task it changes itself; one a lost worker left is counted
+            # above already (its workflow is resumed here or by another replica's pass).
+            count += await self.executor.reconcile(records, live)
         return count
+
+    async def _fail_unserved(self, records: Sequence[TaskRecord]) -> int:
+        """Fail the queued tasks no live worker has offered to run for `no_worker_timeout`
+        (`offers.unserved`); how many. Nothing when the store keeps no offers."""
+        offers = keeps_offers(self.store)
+        if offers is None:
+            return 0
+        queued = [record for record in records if record.runner is None]
+        if not queued:
+            return 0
+        bound = self.no_worker_timeout
+        failed = 0
+        for record in unserved(queued, await offers.runner_offers(), now=time.time(), bound=bound):
+            ended = ledger.ended(no_worker_outcome(record, bound), ttl_ms=self._ttl_of)
+
+            def still_queued(current: TaskRecord, ended: Transition = ended) -> TaskRecord | None:
+                return ended(current) if current.runner is None else None
+
+            finished = await self._mutate(record.task_id, still_queued)
+            if finished is not None and finished.terminal:
+                log_task("failed", finished)
+                logger.warning(
+                    "task %s failed: no live worker has offered its tool %r for %g s",
+                    record.task_id,
+                    record.tool,
+                    bound,
+                )
+                failed += 1
+        return failed
 
     async def _check_epoch(self) -> None:
         """Notice a store that lost its data (a Redis restarted without persistence, a database
@@ -152,6 +196,8 @@ class Leases(EngineState):
         if requeued is None:
             return False
         if requeued.runner is None:
-            log_task("requeued", requeued)
+            log_task(
+                "requeued", requeued, note=None if self.store.durable or not shutdown else LOST_WITH_PROCESS
+            )
         await self.store.publish(record.task_id)
         return True

@@ -39,6 +39,7 @@ _COUNTS = frozenset(
         "max_journal_entries",
         "max_journal_entry_bytes",
         "max_journal_bytes",
+        "max_journal_bytes_per_owner",
     }
 )
 
@@ -49,7 +50,9 @@ class Limits:
 
     - `max_active_per_owner` / `max_active`: running tasks one owner / this server may have at
       once (None: unbounded). A create over either gets error -32000 with `data.retryAfterMs`
-      and no task is created. The per-owner default `"share"` is a tenth of `max_active`.
+      and no task is created. The per-owner default `"share"` is a tenth of `max_active`. When
+      bodies run elsewhere (`--enqueue-only`, an executor), the per-owner bound counts the
+      owner's active tasks in the store, queued or running on any worker (`CountsActive`).
     - `retry_after`: the seconds suggested to a refused client.
     - `max_result_bytes`: the largest result (as JSON) a task may end with; over it the task fails.
     - `max_status_length`: longer status messages are cut to this many characters (ending in "…").
@@ -79,6 +82,9 @@ class Limits:
       of one step's value (over it the step fails with `StepFailed`; answers are bounded by the
       request size), and all entries together.
       A body whose journal is full fails (-32603, `data.reason: "journal_full"`).
+    - `max_journal_bytes_per_owner`: bytes of journal the running durable tasks of one owner may
+      hold together on this engine (None: no bound); an entry that would go over fails its task
+      the same way (`journal_full`, naming this bound).
 
     A per-owner bound is a whole number, None (no per-owner bound) or `"share"` (the default: a
     fraction of its process bound, at least 1), so one owner never takes all of a resource
@@ -103,11 +109,17 @@ class Limits:
     max_journal_entries: int = 10_000
     max_journal_entry_bytes: int = 1024 * 1024
     max_journal_bytes: int = 16 * 1024 * 1024
+    max_journal_bytes_per_owner: int | None = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if value is None and spec.name in ("max_active", "blocking_threshold", *_SHARE_OF):
+            if value is None and spec.name in (
+                "max_active",
+                "blocking_threshold",
+                "max_journal_bytes_per_owner",
+                *_SHARE_OF,
+            ):
                 continue
             if spec.name in _SHARE_OF and isinstance(value, str):
                 _check_share_name(spec.name, value)

@@ -22,9 +22,10 @@ from mcptasks._authoring.steps import MAX_UNJOURNALLED_BYTES, Step, step_entry, 
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer, Result, as_input_requests
 from mcptasks._runtime.driver import InlineChannel, Interrupt, Pending
+from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.request_state import RequestStateCodec, arguments_digest
 from mcptasks.errors import ProtocolError, ToolError
-from mcptasks.wire import INVALID_PARAMS
+from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
 
 class InputNeeded(Interrupt):
@@ -35,6 +36,23 @@ class InputNeeded(Interrupt):
         self.requests = requests
 
 
+class StepBeforeTask(ProtocolError):
+    """A durable tool's body reached a step while it ran before its task existed (its
+    `input_before_task` rounds): the call fails with this before the step runs. Those rounds run
+    the body again on every round and every re-sent call, with nowhere to journal a step that a
+    client could not replay, so a step there would run any number of times."""
+
+    def __init__(self, tool: str, step: str) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            f"Task tool {tool!r} reached step {step!r} before its task exists (in its input_before_task "
+            "rounds, which run the body again on every round and every re-sent call, so the step "
+            "would not run once); a durable tool's steps run in its task: start the task before the "
+            "first step by yielding a status (or `yield Step(...)`) after the last before_task question",
+            {"reason": "step_before_task", "step": step},
+        )
+
+
 class ReplayChannel(InlineChannel):
     """The channel of MRTR rounds: answers come from the gathered responses, by key.
 
@@ -43,18 +61,28 @@ class ReplayChannel(InlineChannel):
     """
 
     def __init__(
-        self, tool: str, answers: Mapping[str, Any], *, allowed: Callable[[InputRequest], bool]
+        self,
+        tool: str,
+        answers: Mapping[str, Any],
+        *,
+        allowed: Callable[[InputRequest], bool],
+        durable: bool = False,
     ) -> None:
         super().__init__(tool)
         self.answers = dict(answers)
         self.allowed = allowed
+        self.durable = durable
+        """Whether the body is a durable tool's before its task exists: its steps are refused."""
         self.sequence = 0
         self.entries: list[dict[str, Any]] = []
         """What this round's body did, as journal entries (steps, questions and their answers):
         the journal a durable body's task starts with when this round hands it over."""
 
     async def step(self, step: Step) -> Any:
-        """Run `step` (again, each round) and note its entry."""
+        """Run `step` (again, each round) and note its entry; refused, without running, in a
+        durable tool's rounds before its task (`StepBeforeTask`)."""
+        if self.durable:
+            raise StepBeforeTask(self.tool, step.name)
         entry, cause = await step_entry(step, None, MAX_UNJOURNALLED_BYTES)
         self.entries.append(entry)
         return step_value(entry, cause)
@@ -133,13 +161,16 @@ class SyncRounds:
                 raise ProtocolError(
                     INVALID_PARAMS, "Invalid params for tools/call: inputResponses must be an object"
                 )
-            self.responses = dict(input_responses)
+            self.responses = dict(checked_answers(input_responses))
             answers.update(self.responses)
         self.answers = answers
 
-    def replay_channel(self, allowed: Callable[[InputRequest], bool]) -> ReplayChannel:
-        """A channel answering from the answers gathered so far (a replayed round)."""
-        return ReplayChannel(self.tool.name, self.answers, allowed=allowed)
+    def replay_channel(
+        self, allowed: Callable[[InputRequest], bool], *, durable: bool = False
+    ) -> ReplayChannel:
+        """A channel answering from the answers gathered so far (a replayed round); `durable`:
+        the rounds of a durable tool before its task, which refuse steps."""
+        return ReplayChannel(self.tool.name, self.answers, allowed=allowed, durable=durable)
 
     def input_required(
         self, requests: dict[str, dict[str, Any]], answers: Mapping[str, Any], *, parked: str | None = None

@@ -315,7 +315,7 @@ class TasksProtocol:
         """`Route.TASK_AFTER_INPUT`: resolve `before_task` input by replayed rounds, then create the task."""
         tool = call.tool
         rounds = self._rounds(tool, call.arguments, call.input_responses, call.request_state)
-        replay = rounds.replay_channel(before_task_only)
+        replay = rounds.replay_channel(before_task_only, durable=tool.durable)
         channel = gated(replay, call.declared, tool.name)
         context = TaskContext(channel, owner=call.owner, tool=tool.name)
         try:

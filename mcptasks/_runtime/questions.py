@@ -14,7 +14,7 @@ from contextvars import Context
 from typing import TYPE_CHECKING, Any
 
 from mcptasks._authoring.yields import InputRequest
-from mcptasks.errors import ProtocolError
+from mcptasks._runtime.failures import ClientRefusal
 
 if TYPE_CHECKING:
     from mcptasks._authoring.context import BodyChannel
@@ -25,7 +25,7 @@ MAX_INVALID_ANSWERS = 3
 """How many invalid answers to one question a task accepts before it fails with -32602."""
 
 
-def error_response(raw: Any) -> ProtocolError | None:
+def error_response(raw: Any) -> ClientRefusal | None:
     """A JSON-RPC error object sent as an answer (the client refused the request), as an error."""
     if (
         isinstance(raw, dict)
@@ -33,7 +33,7 @@ def error_response(raw: Any) -> ProtocolError | None:
         and isinstance(raw.get("message"), str)
         and set(raw) <= {"code", "message", "data"}
     ):
-        return ProtocolError(int(raw["code"]), str(raw["message"]), raw.get("data"))
+        return ClientRefusal(int(raw["code"]), str(raw["message"]), raw.get("data"))
     return None
 
 

@@ -3,7 +3,7 @@
 `tasks/get|update|cancel` must be served and opted in (`opted_in_params`), their params validate
 against the wire models (`parse_params`, `task_id_param`, which reads a plain `taskId` without
 building a model, since it runs on every poll), and a `tools/call` may carry an idempotency key in
-`_meta` (`idempotency_key`). Every refusal is a `ProtocolError` with the JSON-RPC code to send.
+`_meta` (`idempotency_key`); answers must be values a store can keep (`checked_answers`). Every refusal is a `ProtocolError` with the JSON-RPC code to send.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from mcptasks._authoring.values import InvalidValue, check_json, check_text, storable_text
 from mcptasks.errors import ProtocolError
 from mcptasks.wire import (
     EXTENSION_ID,
@@ -38,7 +39,28 @@ def idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
         raise ProtocolError(
             INVALID_PARAMS, f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1-256 characters"
         )
+    try:
+        check_text(key, f"_meta[{IDEMPOTENCY_META!r}]")
+    except InvalidValue as exc:
+        raise ProtocolError(INVALID_PARAMS, str(exc)) from None
     return key
+
+
+def checked_answers(responses: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`responses` (`inputResponses`, by key) once every answer is a value a store can keep and
+    a client can be sent; -32602 naming the key and the reason otherwise (such as a string
+    holding a lone surrogate, which UTF-8 cannot encode), so nothing of them is recorded."""
+    for key, answer in responses.items():
+        try:
+            check_text(str(key), "an inputResponses key")
+            check_json(answer, f"inputResponses[{key!r}]")
+        except InvalidValue as exc:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"Invalid inputResponses: {exc}; no answer was recorded",
+                {"reason": "invalid_value", "key": storable_text(str(key))},
+            ) from None
+    return responses
 
 
 def missing_extension_error(what: str) -> ProtocolError:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from mcptasks._runtime.safe_text import one_line
 from mcptasks.errors import ProtocolError
 from mcptasks.wire import CLIENT_INFO_META, HEADER_MISMATCH
 
@@ -124,6 +125,6 @@ def _client_of(meta: Mapping[str, Any] | None, headers: Mapping[str, str]) -> tu
     if isinstance(info, Mapping) and isinstance(info.get("name"), str):
         version = info.get("version")
         name = f"{info['name']} {version}" if isinstance(version, str) else str(info["name"])
-        return "client", " ".join(name.split())[:200]
+        return "client", one_line(" ".join(name.split())[:200])  # the client's text: escaped
     agent = _header(headers, "user-agent")
     return "User-Agent", repr(agent[:200]) if agent is not None else "(none)"

@@ -154,7 +154,9 @@ class TaskRun:
         return ended
 
     def end(self) -> None:
-        """Mark the run over (sets `ended`)."""
+        """Mark the run over (sets `ended`); its journal no longer counts for its owner."""
+        if self.journal is not None:
+            self.journal.release()
         if isinstance(self._ended, bool):
             self._ended = True
         else:

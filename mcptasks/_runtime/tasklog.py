@@ -13,7 +13,9 @@ set ("Cancelled by an operator."). The end events' duration is seconds since the
 
 Every record carries the fields as attributes too (`event`, `task_id`, `tool`, `status`, and for
 failures `code`, `reason` and `detail`, for the end events `duration`), so a formatter or handler can use them without parsing the text
-(`mcptasks serve --log-format json` does). Task ids are bearer secrets on servers without
+(`mcptasks serve --log-format json` does). The message escapes the client- or body-supplied
+`detail` (control characters, bidi overrides: see `safe_text`); the `detail` attribute keeps it as
+it is, for structured handlers. Task ids are bearer secrets on servers without
 authentication: keep these logs as private as the store.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from mcptasks._runtime.safe_text import one_line
 from mcptasks.stores.base import TaskRecord
 
 logger = logging.getLogger("mcptasks.tasks")
@@ -48,7 +51,9 @@ def _tool_error_text(result: dict[str, Any] | None) -> str | None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
+    """Client- or body-supplied `text` for the message: whitespace runs as one space, control
+    characters and bidi overrides escaped (`safe_text`), at most `limit` characters."""
+    text = one_line(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -57,8 +62,19 @@ def _duration(event: TaskEvent, record: TaskRecord) -> float | None:
     return round(max(0.0, record.updated_at - record.created_at), 3) if event in ENDS else None
 
 
-def log_task(event: TaskEvent, record: TaskRecord) -> None:
-    """Log one transition of `record` (its state after the transition) at INFO."""
+def _tail(duration: float | None, detail: str | None, code: int | None, reason: str | None) -> str:
+    """The message after `task <id> <event> (tool <name>)`: duration, detail, code and reason."""
+    text = "" if duration is None else f" in {duration:.2f}s"
+    if detail:
+        text += ": " + _one_line(detail)
+    if code is not None:
+        text += f" (code {code}" + (f", reason {reason})" if reason != DEFAULT_REASON else ")")
+    return text
+
+
+def log_task(event: TaskEvent, record: TaskRecord, *, note: str | None = None) -> None:
+    """Log one transition of `record` (its state after the transition) at INFO; `note` (the
+    server's own words) is appended to the message."""
     if not logger.isEnabledFor(logging.INFO):
         return
     code: int | None = None
@@ -83,13 +99,9 @@ def log_task(event: TaskEvent, record: TaskRecord) -> None:
     elif event in ("cancelled", "requeued"):
         detail = record.status_message
     duration = _duration(event, record)
-    text = f"task {record.task_id} {what} (tool {record.tool})"
-    if duration is not None:
-        text += f" in {duration:.2f}s"
-    if detail:
-        text += ": " + _one_line(detail)
-    if code is not None:
-        text += f" (code {code}" + (f", reason {reason})" if reason != DEFAULT_REASON else ")")
+    text = f"task {record.task_id} {what} (tool {record.tool})" + _tail(duration, detail, code, reason)
+    if note:
+        text += f"; {note}"
     fields = {
         "event": event,
         "task_id": record.task_id,

@@ -1,7 +1,8 @@
 """`mcptasks admin list|show|cancel|purge|stats`: operator commands that read the store directly.
 
 They need store access, not MCP credentials, and no MCP client can reach them. Output is a table
-(control characters in tool-supplied text shown escaped), or JSON with `--json`.
+(control characters in tool-supplied text shown escaped), or JSON with `--json` (the same characters
+as `\\uXXXX` escapes); both are written through `mcptasks.cli.output`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
+from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import KeepsJournal, TaskStore
 from mcptasks.stores.extras import MissingExtra
@@ -70,9 +72,8 @@ def _error(message: str) -> CliError:
 
 
 def _safe(text: object, width: int | None = None) -> str:
-    """`text` with control characters escaped (a status message cannot drive the terminal)."""
-    shown = "" if text is None else str(text)
-    shown = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in shown)
+    """`text` on one line, control characters escaped (a status message cannot drive the terminal)."""
+    shown = one_line(text)
     if width is not None and len(shown) > width:
         shown = shown[: width - 1] + "…"
     return shown
@@ -81,11 +82,11 @@ def _safe(text: object, width: int | None = None) -> str:
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+        write(out, "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
 
 
 def _json(value: Any, out: TextIO) -> None:
-    out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    write(out, to_json(value) + "\n")
 
 
 def _split(values: Sequence[str] | None) -> frozenset[str] | None:
@@ -126,7 +127,7 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
         )
     _table(rows, out)
     if page.next_cursor is not None:
-        out.write(f"more: --after {page.next_cursor}\n")
+        write(out, f"more: --after {page.next_cursor}\n")
     return 0
 
 
@@ -188,15 +189,15 @@ async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
         return 0
     simple = [(key, view[key]) for key in _SHOWN if key in view]
     _table([[f"{key}:", _safe(value if value is not None else "-")] for key, value in simple], out)
-    out.write("timeline:\n")
+    write(out, "timeline:\n")
     for entry in view["timeline"]:
         message = f"  {_safe(entry['statusMessage'], 80)}" if entry["statusMessage"] else ""
-        out.write(f"  {entry['at']}  {entry['status']}{message}\n")
+        write(out, f"  {entry['at']}  {entry['status']}{message}\n")
     for key in ("inputRequests", "error") + (("arguments", "result") if args.result else ()):
         if view.get(key):
-            out.write(f"{key}:\n")
+            write(out, f"{key}:\n")
             for line in json.dumps(view[key], indent=2, ensure_ascii=True).splitlines():
-                out.write(f"  {line}\n")
+                write(out, f"  {line}\n")
     _write_journal(journal, out)
     return 0
 
@@ -204,9 +205,9 @@ async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
 def _write_journal(journal: Sequence[Any], out: TextIO) -> None:
     """The "Journal (N entries):" section of `show` (nothing for an empty journal)."""
     if journal:
-        out.write(f"Journal ({len(journal)} {'entry' if len(journal) == 1 else 'entries'}):\n")
+        write(out, f"Journal ({len(journal)} {'entry' if len(journal) == 1 else 'entries'}):\n")
         for line in _journal_lines(journal):
-            out.write(line + "\n")
+            write(out, line + "\n")
 
 
 async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
@@ -218,9 +219,9 @@ async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> in
     if args.json:
         _json({"taskId": record.task_id, "status": record.status, "changed": changed}, out)
     elif changed:
-        out.write(f"{record.task_id}: cancelled\n")
+        write(out, f"{record.task_id}: cancelled\n")
     else:
-        out.write(f"{record.task_id}: already {record.status}, unchanged\n")
+        write(out, f"{record.task_id}: already {record.status}, unchanged\n")
     return 0
 
 
@@ -234,8 +235,8 @@ async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
     if args.json:
         _json({"deleted": deleted, "statuses": sorted(statuses), "olderThan": iso(cutoff)}, out)
     else:
-        out.write(
-            f"deleted {deleted} {'/'.join(sorted(statuses))} task(s) last updated before {iso(cutoff)}\n"
+        write(
+            out, f"deleted {deleted} {'/'.join(sorted(statuses))} task(s) last updated before {iso(cutoff)}\n"
         )
     return 0
 
@@ -261,9 +262,11 @@ async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
         if stats.oldest_active is None
         else f"{iso(stats.oldest_active)} ({age_text(now - stats.oldest_active)} ago)"
     )
-    out.write(f"oldest active: {oldest}\nqueued (no runner yet): {stats.queued}\n")
+    write(out, f"oldest active: {oldest}\nqueued (no runner yet): {stats.queued}\n")
+    counted = "not counted by this store" if stats.tool_errors is None else str(stats.tool_errors)
+    write(out, f"tool errors (completed with isError): {counted}\n")
     if stats.runners:
-        out.write("live runners:\n")
+        write(out, "live runners:\n")
         lease_rows = [["RUNNER", "ACTIVE TASKS", "LEASE ENDS IN"]]
         for name, lease in stats.runners.items():
             lease_rows.append(
@@ -271,7 +274,7 @@ async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
             )
         _table(lease_rows, out)
     else:
-        out.write("live runners: none\n")
+        write(out, "live runners: none\n")
     return 0
 
 

@@ -59,8 +59,9 @@ from mcptasks.cli.errors import (
 )
 from mcptasks.cli.failures import leaf, run_reporting
 from mcptasks.cli.ledger import open_ledger
+from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.cli.prompter import AnswerFirst, FormPrompter, Unasked
-from mcptasks.cli.render import render_result, result_json, task_json, to_json, write
+from mcptasks.cli.render import render_result, result_json, task_json
 from mcptasks.cli.schema import check_arguments, near
 from mcptasks.cli.status import StatusLine
 from mcptasks.cli.target import Target, add_target_options, split_target
@@ -294,9 +295,11 @@ class CallCommand:
             detail = (
                 f": {json.dumps(failure.data)}" if failure.data is not None and not self.json_output else ""
             )
-            self.error(f"task {task.task_id} failed: {failure.message} (code {failure.code}){detail}")
+            self.error(
+                f"task {task.task_id} failed: {one_line(failure.message)} (code {failure.code}){detail}"
+            )
             return EXIT_FAILED
-        reason = f": {task.status_message}" if task.status_message else ""
+        reason = f": {one_line(task.status_message)}" if task.status_message else ""
         write(self.stderr, f"{PROG}: task {task.task_id} was cancelled{reason}\n")
         return EXIT_CANCELLED
 

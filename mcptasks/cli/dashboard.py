@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import sys
 
 from mcptasks._runtime.operator import check_operator_url
 from mcptasks.cli.admin import STORE_ENV, add_store_option, open_operator_store
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
 from mcptasks.cli.logsetup import configure_logging
+from mcptasks.cli.output import write
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",
@@ -78,6 +80,8 @@ def _fail(message: str) -> CliError:
 
 def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
     """The store URL, once the options are known to be usable (`CliError` otherwise)."""
+    from mcptasks.dashboard.login import TOKEN_ADVICE, weak_token
+
     if not url:
         raise _fail(f"name the task store: --store URL or ${STORE_ENV}")
     try:
@@ -92,6 +96,12 @@ def _check(args: argparse.Namespace, url: str | None, token: str | None) -> str:
         raise _fail(
             f"refusing to listen on {args.host} without an operator token: set ${TOKEN_ENV} "
             "(or --token), or keep the default --host 127.0.0.1"
+        )
+    weakness = None if is_loopback(args.host) or token is None else weak_token(token)
+    if weakness is not None:
+        raise _fail(
+            f"refusing to listen on {args.host} with a weak operator token ({weakness}): beyond "
+            f"loopback it guards reading too; {TOKEN_ADVICE}"
         )
     return url
 
@@ -136,11 +146,11 @@ def run_dashboard(args: argparse.Namespace) -> int:
         raise _fail(str(exc)) from None
     cancel = "cancel enabled (operator token set)" if token else "read-only (no operator token)"
     login = ", login required to read" if protect_reads else ""
-    print(f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}{login}", flush=True)
+    write(sys.stdout, f"mcptasks dashboard on http://{args.host}:{args.port}/ - {cancel}{login}\n")
     defaults = not args.allowed_host and not os.environ.get(ALLOWED_HOSTS_ENV, "").strip(", ")
     hint = " (--allowed-host adds the names clients use)" if protect_reads and defaults else ""
-    print(f"answering to Host: {', '.join(hosts)}{hint}", flush=True)
-    print(_redaction_text(redact), flush=True)
+    write(sys.stdout, f"answering to Host: {', '.join(hosts)}{hint}\n")
+    write(sys.stdout, _redaction_text(redact) + "\n")
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from mcptasks.cli.output import one_line, write
 from mcptasks.errors import MCPTasksError
 
 __all__ = [
@@ -45,6 +46,5 @@ class CliError(MCPTasksError):
 
     def report(self, stream: TextIO) -> int:
         """Write the one error line to `stream`; the exit status (2)."""
-        stream.write(f"{self.prog}: error: {self}\n")
-        stream.flush()
+        write(stream, f"{self.prog}: error: {one_line(str(self))}\n")
         return EXIT_USAGE

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from mcptasks.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, PROG, CliError
-from mcptasks.cli.render import write
+from mcptasks.cli.output import one_line, write
 
 
 def leaf(exc: BaseException) -> BaseException:
@@ -85,5 +85,5 @@ def run_reporting(work: Callable[[], Awaitable[int]], stderr: TextIO, url: str |
         cause = leaf(exc)
         if isinstance(cause, CliError):
             return cause.report(stderr)
-        write(stderr, f"{PROG}: error: {describe(exc, url)}\n")
+        write(stderr, f"{PROG}: error: {one_line(describe(exc, url))}\n")
         return EXIT_FAILED

@@ -20,6 +20,7 @@ from mcptasks._runtime.gctuning import tune_gc
 from mcptasks.cli.arguments import Handler
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
+from mcptasks.cli.output import write
 from mcptasks.cli.startup import Startup, ToolLine
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.url import store_error_hint
@@ -118,10 +119,9 @@ def _store(store: str | None) -> Any:
 
 def _exit_when_stuck(stuck: list[str]) -> None:
     """At shutdown, leave bodies that ignore cancellation behind instead of waiting forever."""
-    print(
-        f"mcptasks: exiting without waiting for {len(stuck)} task bodies that ignore cancellation",
-        file=sys.stderr,
-        flush=True,
+    write(
+        sys.stderr,
+        f"mcptasks: exiting without waiting for {len(stuck)} task bodies that ignore cancellation\n",
     )
     os._exit(1)
 
@@ -130,15 +130,20 @@ def _configure(extension: Any, *, run_tasks: bool | None = None, **flags: Any) -
     """Apply the `MCPTASKS_*` environment, then the flags, to the extension's configuration."""
     from dataclasses import replace
 
+    config = _configured(extension.config, **flags)
+    if run_tasks is not None:
+        config = replace(config, run_tasks=run_tasks)
+    extension.configure(config)
+
+
+def _configured(base: Any = None, **flags: Any) -> Any:
+    """`base` (default: the defaults) with the `MCPTASKS_*` environment, then the flags, applied."""
     from mcptasks._runtime.config import EngineConfig, apply_flags
 
     try:
-        config = apply_flags(EngineConfig.from_env(extension.config), **flags)
-        if run_tasks is not None:
-            config = replace(config, run_tasks=run_tasks)
+        return apply_flags(EngineConfig.from_env(base), **flags)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    extension.configure(config)
 
 
 def _extension_of(server: Any) -> Any:
@@ -192,18 +197,28 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
 
 
 def _serve_http(
-    mcp: Any, extension: Any, host: str, port: int, path: str, log_level: str, metrics: Any = None
+    mcp: Any,
+    extension: Any,
+    host: str,
+    port: int,
+    path: str,
+    log_level: str,
+    metrics: Any = None,
+    settings: Any = None,
 ) -> None:
-    """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed."""
+    """Serve Streamable HTTP with uvicorn, its records going through the handler `serve` installed,
+    with the read deadlines and connection bound of `settings` (an `EngineConfig`; default: the
+    extension's)."""
     import anyio
-    import uvicorn
 
     from mcptasks.cli.metrics_server import with_metrics
     from mcptasks.server.app import http_app, uvicorn_server
+    from mcptasks.server.guarded_server import guarded_config
 
     app = http_app(mcp, extension, path=path, host=host)
-    config = uvicorn.Config(
+    config = guarded_config(
         app,
+        settings if settings is not None else extension.config,
         host=host,
         port=port,
         lifespan="on",
@@ -231,6 +246,10 @@ def serve(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     executor: str | None = None,
+    no_worker_timeout: float | None = None,
+    header_timeout: float | None = None,
+    body_timeout: float | None = None,
+    max_connections: int | None = None,
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     from mcp.server.mcpserver import MCPServer
@@ -245,14 +264,21 @@ def serve(
     if store_object is not None or enqueue_only or lease_ttl is not None or executor is not None:
         _extension(server, target)  # the flags need one
     extension = _extension_of(server)
+    connections: dict[str, Any] = {
+        "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
+        "max_connections": max_connections,
+    }
     if extension is not None:
         _configure(
             extension,
+            **connections,
             enqueue_only=enqueue_only,
             lease_ttl=lease_ttl,
             fast_path=fast_path,
             accept_missing_mcp_name=accept_missing_mcp_name,
             executor=executor,
+            no_worker_timeout=no_worker_timeout,
         )
         if store_object is not None:
             extension.use_store(store_object)
@@ -271,8 +297,12 @@ def serve(
         from mcptasks.cli.metrics_server import metrics_server
 
         _check_port(metrics_host, metrics_port)
-        metrics = metrics_server(_extension(server, target), metrics_host, metrics_port)
-    _serve_transport(mcp, extension, transport, host, port, path, log_level, log_format, metrics)
+        try:
+            metrics = metrics_server(_extension(server, target), metrics_host, metrics_port)
+        except MissingExtra as exc:
+            raise CliError(f"--metrics-port: {exc}") from None
+    settings = extension.config if extension is not None else _configured(**connections)
+    _serve_transport(mcp, extension, transport, host, port, path, log_level, log_format, metrics, settings)
 
 
 def _serve_transport(
@@ -285,9 +315,10 @@ def _serve_transport(
     log_level: str,
     log_format: LogFormat,
     metrics: Any = None,
+    settings: Any = None,
 ) -> None:
     """Show the start-up block and serve `mcp` over `transport` until interrupted (and `metrics`,
-    a `metrics_server`, beside it)."""
+    a `metrics_server`, beside it; `settings`: the `EngineConfig` whose HTTP settings apply)."""
     import anyio
 
     from mcptasks.cli.metrics_server import with_metrics
@@ -296,9 +327,10 @@ def _serve_transport(
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{path}" if transport == "http" else None
     configure_logging(log_level, log_format)
     startup = _startup(mcp, extension, url, log_level, log_format)
+    startup.metrics = metrics.url if metrics is not None else None
     if transport == "http":
         startup.print(sys.stderr)
-        _serve_http(mcp, extension, host, port, path, log_level, metrics)
+        _serve_http(mcp, extension, host, port, path, log_level, metrics, settings)
         return
     tune_gc()
     run = partial(with_metrics, mcp.run_stdio_async, metrics)
@@ -333,6 +365,7 @@ def work(
     log_level: str = "info",
     log_format: LogFormat = "text",
     executor: str | None = None,
+    no_worker_timeout: float | None = None,
 ) -> None:
     """Load TARGET and run its tasks until interrupted: claimed from the shared store, or those the
     executor (`--executor`) assigns to this worker."""
@@ -347,7 +380,14 @@ def work(
             "a worker needs a store shared between processes (redis://, postgresql://, sqlite:///)"
         )
     extension.use_store(store_object)
-    _configure(extension, lease_ttl=lease_ttl, concurrency=concurrency, run_tasks=True, executor=executor)
+    _configure(
+        extension,
+        lease_ttl=lease_ttl,
+        concurrency=concurrency,
+        run_tasks=True,
+        executor=executor,
+        no_worker_timeout=no_worker_timeout,
+    )
     if extension.config.executor is not None:
         _check_executor(extension)
     engine = extension.engine
@@ -357,8 +397,9 @@ def work(
     async def run() -> None:
         async with engine:
             on = "" if engine.executor is None else f" for {engine.executor!r}"
-            print(
-                f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools{on}", flush=True
+            write(
+                sys.stdout,
+                f"mcptasks worker {engine.instance_id} running {len(engine.tools)} task tools{on}\n",
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
@@ -409,6 +450,30 @@ def build_parser() -> argparse.ArgumentParser:
         "refused), warning once per client; also $MCPTASKS_ACCEPT_MISSING_MCP_NAME",
     )
     run.add_argument(
+        "--header-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="HTTP: close a connection whose request head has not arrived this long after it opened "
+        "(default 10; also $MCPTASKS_HEADER_TIMEOUT)",
+    )
+    run.add_argument(
+        "--body-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="HTTP: close a connection whose request body has not arrived this long after its head "
+        "(default 30; responses and SSE streams are not bounded; also $MCPTASKS_BODY_TIMEOUT)",
+    )
+    run.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="HTTP: the most connections open at once, more wait in the listen backlog (default: "
+        "three quarters of the open-file limit, ulimit -n; also $MCPTASKS_MAX_CONNECTIONS)",
+    )
+    run.add_argument(
         "--enqueue-only",
         action="store_true",
         help="create tasks but leave running them to `mcptasks worker` processes on the same store",
@@ -448,6 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
             type=float,
             default=None,
             help="seconds without a heartbeat after which this instance's tasks count as lost (default 15)",
+        )
+        command.add_argument(
+            "--no-worker-timeout",
+            type=float,
+            default=None,
+            help="seconds a queued task waits while no live worker offers its tool (a rolling deploy) "
+            "before it fails with no_worker_for_tool (default 300)",
         )
         command.add_argument(
             "--log-level",
@@ -510,6 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 metrics_port=args.metrics_port,
                 metrics_host=args.metrics_host,
                 executor=args.executor,
+                no_worker_timeout=args.no_worker_timeout,
+                header_timeout=args.header_timeout,
+                body_timeout=args.body_timeout,
+                max_connections=args.max_connections,
             )
         elif args.command == "worker":
             work(
@@ -520,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_level=args.log_level,
                 log_format=args.log_format,
                 executor=args.executor,
+                no_worker_timeout=args.no_worker_timeout,
             )
         else:
             handler: Handler = args.handler

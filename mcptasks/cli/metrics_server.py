@@ -9,15 +9,24 @@ from typing import Any
 import anyio
 
 from mcptasks._guard import hosts_for
-from mcptasks.metrics import metrics_app
+
+
+def metrics_url(host: str, port: int) -> str:
+    """Where `metrics_server(extension, host, port)` serves the metrics."""
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}/metrics"
 
 
 def metrics_server(extension: Any, host: str, port: int) -> Any:
-    """A `uvicorn.Server` for the metrics of `extension`'s engine at http://host:port/metrics
-    (any path answers). Made before the engine starts, so it counts every task."""
+    """A `uvicorn.Server` for the metrics of `extension`'s engine at `metrics_url(host, port)`
+    (any path answers). Made before the engine starts, so it counts every task. Raises
+    `MissingExtra` without prometheus-client (the `metrics` extra)."""
     import uvicorn
 
+    from mcptasks.metrics import metrics_app
+
     class Server(uvicorn.Server):
+        url = metrics_url(host, port)
+
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
             yield  # the MCP server handles the signals; this one stops when it does

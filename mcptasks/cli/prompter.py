@@ -10,7 +10,7 @@ import anyio
 from mcptasks.cli.answers import Answers, Unanswered
 from mcptasks.cli.errors import PROG
 from mcptasks.cli.forms import FormField, form_fields, parse_answer
-from mcptasks.cli.render import write
+from mcptasks.cli.output import one_line, write
 from mcptasks.cli.schema import describe_fields
 from mcptasks.cli.status import StatusLine
 from mcptasks.cli.terminal import TerminalInput, word
@@ -41,7 +41,7 @@ def _hint(form_field: FormField) -> str:
     if form_field.kind == "boolean" and isinstance(form_field.default, bool):
         hint = "[Y/n]" if form_field.default else "[y/N]"
     elif form_field.default is not None:
-        hint += f" [default: {form_field.default}]"
+        hint += f" [default: {one_line(form_field.default)}]"
     if not form_field.required and form_field.default is None:
         hint += " (optional)"
     return hint.strip()
@@ -83,9 +83,9 @@ class FormPrompter:
     async def _form(self, params: ElicitRequestParams) -> ElicitResult:
         from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
-        write(self.stream, f"\n? {params.message}\n")
+        write(self.stream, f"\n? {one_line(params.message)}\n")
         if isinstance(params, ElicitRequestURLParams):
-            write(self.stream, f"  open: {params.url}\n")
+            write(self.stream, f"  open: {one_line(params.url)}\n")
         fields = form_fields(params.requested_schema) if isinstance(params, ElicitRequestFormParams) else []
         if len(fields) == 1 and fields[0].kind == "boolean":
             return await self._yes_no(fields[0])
@@ -112,7 +112,7 @@ class FormPrompter:
         """A form of one boolean: one prompt, y/n answering it, or decline / skip."""
         from mcp_types import ElicitResult
 
-        label = form_field.description or form_field.label
+        label = one_line(form_field.description or form_field.label)
         default = form_field.default if isinstance(form_field.default, bool) else None
         choices = {True: "[Y/n]", False: "[y/N]", None: "[y/n]"}[default]
         prompt = f"  {label} {choices} (or d: decline, s: skip): "
@@ -134,13 +134,13 @@ class FormPrompter:
 
     def _prompt(self, form_field: FormField) -> str:
         """The field's prompt, its options listed above it first."""
-        label = f"  {form_field.label}"
+        label = f"  {one_line(form_field.label)}"
         if form_field.description and form_field.description != form_field.label:
-            label += f" ({form_field.description})"
+            label += f" ({one_line(form_field.description)})"
         if form_field.options:
             write(self.stream, label + "\n")
             for index, (value, title) in enumerate(form_field.options, 1):
-                shown = title if title == value else f"{title} [{value}]"
+                shown = one_line(title) if title == value else f"{one_line(title)} [{one_line(value)}]"
                 write(self.stream, f"    {index}) {shown}\n")
             label = "  choice"
         hint = _hint(form_field)

@@ -1,7 +1,9 @@
 """`mcptasks serve --reload`: serve in a child process and restart it when a file changes.
 
-The parent polls the modification times of the files under the target's directory (no watcher
-library needed); `.venv`, `__pycache__`, hidden directories and `node_modules` are skipped.
+The parent watches the target's directory with `watchfiles`, the watcher uvicorn's own reload
+uses (the operating system's file events, not polling; `pip install 'mcptasks[reload]'`), and
+restarts the server once a burst of changes settles; `.venv`, `__pycache__`, hidden directories
+and `node_modules` are skipped.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-POLL_SECONDS = 0.5
-"""How often the files are checked."""
+from mcptasks.cli.errors import CliError
+from mcptasks.cli.output import write
+
+CHECK_MS = 500
+"""How often, while no file changes, the supervisor looks whether the server exited."""
 
 WATCHED_SUFFIXES = (".py", ".toml", ".json", ".yaml", ".yml", ".env")
 SKIPPED_DIRECTORIES = {".venv", "venv", "__pycache__", "node_modules", "site-packages"}
@@ -36,39 +42,38 @@ def watched_directory(location: str) -> Path:
     return Path.cwd()
 
 
-def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
-    """Modification time and size of each watched file under `directory` (the size too: writes
-    within one tick of the file system's clock leave the modification time as it was)."""
-    found: dict[str, tuple[int, int]] = {}
-    for root, directories, files in os.walk(directory):
-        directories[:] = [d for d in directories if d not in SKIPPED_DIRECTORIES and not d.startswith(".")]
-        for name in files:
-            if name.endswith(WATCHED_SUFFIXES):
-                path = os.path.join(root, name)
-                try:
-                    status = os.stat(path)
-                except OSError:
-                    continue
-                found[path] = (status.st_mtime_ns, status.st_size)
-    return found
+def watched(directory: Path) -> Callable[[Any, str], bool]:
+    """The filter of the files under `directory` whose change restarts the server: the
+    `WATCHED_SUFFIXES`, outside `SKIPPED_DIRECTORIES` and hidden directories."""
+
+    def keep(change: Any, path: str) -> bool:
+        if not path.endswith(WATCHED_SUFFIXES):
+            return False
+        try:
+            folders = Path(path).relative_to(directory).parts[:-1]
+        except ValueError:
+            return False
+        return not any(name in SKIPPED_DIRECTORIES or name.startswith(".") for name in folders)
+
+    return keep
 
 
-def _changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> str | None:
-    for path in sorted(before.keys() | after.keys()):
-        if before.get(path) != after.get(path):
-            return path
-    return None
-
-
-def _settled(directory: Path, seen: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
-    """The files once two looks in a row agree: an editor or a copy still writing is waited for,
-    so the server does not start on a half-written file."""
-    while True:
-        time.sleep(POLL_SECONDS)
-        now = snapshot(directory)
-        if now == seen:
-            return now
-        seen = now
+def _changes(directory: Path, stop: threading.Event) -> Iterator[set[tuple[Any, str]]]:
+    """`watchfiles.watch` of `directory`: each settled burst of changes (an empty set every
+    `CHECK_MS` without one), until `stop` is set; `CliError` when watchfiles is missing."""
+    try:
+        from watchfiles import watch
+    except ImportError:
+        raise CliError(
+            "--reload needs the 'watchfiles' package, which is not installed: pip install 'mcptasks[reload]'"
+        ) from None
+    return watch(
+        directory,
+        watch_filter=watched(directory),
+        stop_event=stop,
+        rust_timeout=CHECK_MS,
+        yield_on_timeout=True,
+    )
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
@@ -85,28 +90,26 @@ def supervise(arguments: Sequence[str], directory: Path) -> int:
     """Run `mcptasks ARGUMENTS` (a `serve` without `--reload`) and restart it whenever a file under
     `directory` changes, until SIGINT (exit 130) or SIGTERM (exit 0)."""
     command = [sys.executable, "-m", "mcptasks", *arguments]
-    terminated: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
-    print(f"mcptasks: watching {directory} for changes (--reload)", file=sys.stderr, flush=True)
-    files = snapshot(directory)
+    stop = threading.Event()
+    changes = _changes(directory, stop)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    write(sys.stderr, f"mcptasks: watching {directory} for changes (--reload)\n")
     child = subprocess.Popen(command)
     reported = False
     try:
-        while not terminated:
-            time.sleep(POLL_SECONDS)
-            now = snapshot(directory)
-            changed = _changed(files, now)
-            if changed is None:
+        for changed in changes:
+            if not changed:
                 if child.poll() is not None and not reported:  # a syntax error, say
                     reported = True
-                    print(
-                        f"mcptasks: the server exited (status {child.returncode}); a change restarts it",
-                        file=sys.stderr,
-                        flush=True,
+                    write(
+                        sys.stderr,
+                        f"mcptasks: the server exited (status {child.returncode}); a change restarts it\n",
                     )
                 continue
-            files, reported = _settled(directory, now), False
-            print(f"mcptasks: {changed} changed; restarting the server", file=sys.stderr, flush=True)
+            reported = False
+            write(
+                sys.stderr, f"mcptasks: {min(path for _, path in changed)} changed; restarting the server\n"
+            )
             _stop(child)
             child = subprocess.Popen(command)
     except KeyboardInterrupt:

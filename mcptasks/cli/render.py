@@ -1,25 +1,17 @@
-"""What `mcptasks call` and `mcptasks tasks` print: tool results as text or JSON, tasks as JSON."""
+"""What `mcptasks call` and `mcptasks tasks` print: tool results as text or JSON, tasks as JSON
+(printed through `mcptasks.cli.output`, which escapes control characters)."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+from mcptasks.cli.output import to_json
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
     from mcptasks.client import DetailedTask
-
-
-def write(stream: TextIO, text: str) -> None:
-    """Write `text` and flush (the status line and prompts interleave on one terminal)."""
-    stream.write(text)
-    stream.flush()
-
-
-def to_json(value: Any) -> str:
-    """`value` as indented JSON, non-ASCII kept."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def pretty_json(text: str) -> str:
@@ -44,7 +36,7 @@ def render_result(result: CallToolResult, *, pretty: bool = False) -> str:
     parts = [_block_text(block, pretty) for block in result.content]
     if not any(isinstance(block, TextContent) for block in result.content) and result.structured_content:
         structured = result.structured_content
-        parts.append(to_json(structured) if pretty else json.dumps(structured, ensure_ascii=False))
+        parts.append(to_json(structured, indent=2 if pretty else None))
     return "\n".join(parts)
 
 

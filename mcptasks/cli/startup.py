@@ -1,24 +1,27 @@
 """The start-up block `mcptasks serve` prints on stderr: where it serves, the store, the tools.
 
-    mcptasks 0.3.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
+    mcptasks 0.4.0: serving 'ci-runner' over Streamable HTTP at http://127.0.0.1:8000/mcp
       store     sqlite:///tasks.db
       tasks     run in this process
       fallback  inline (clients without the tasks extension get the result on the call)
       tools     run_pipeline (task optional), deploy (task required), ping (no task)
       log       info, text (one line per task transition)
+      metrics   http://127.0.0.1:9464/metrics (Prometheus text format)
     Ctrl-C stops the server.
 
-With `--log-format json` the same facts are one JSON object (`"event": "serving"`).
+The `metrics` line is there with `--metrics-port`. With `--log-format json` the same facts are
+one JSON object (`"event": "serving"`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from mcptasks import __version__
+from mcptasks._runtime.safe_text import json_text
 from mcptasks.cli.logsetup import json_fields
+from mcptasks.cli.output import write
 
 FALLBACK_TEXT = {
     "inline": "inline (clients without the tasks extension get the result on the call)",
@@ -68,6 +71,8 @@ class Startup:
     tools: list[ToolLine] = field(default_factory=list)
     log_level: str = "info"
     log_format: str = "text"
+    metrics: str | None = None
+    """The metrics endpoint's URL (`--metrics-port`); None: not served."""
 
     def text(self) -> str:
         """The block as lines of text."""
@@ -92,6 +97,8 @@ class Startup:
         lines.append(
             f"  log       {self.log_level}, {self.log_format} (one line per task transition at info)"
         )
+        if self.metrics is not None:
+            lines.append(f"  metrics   {self.metrics} (Prometheus text format)")
         lines.append("Ctrl-C stops the server.")
         return "\n".join(lines)
 
@@ -109,10 +116,10 @@ class Startup:
             fallback=self.fallback,
             tools=[tool.wire() for tool in self.tools],
             logLevel=self.log_level,
+            metrics=self.metrics,
         )
-        return json.dumps(data, ensure_ascii=False)
+        return json_text(data)
 
     def print(self, stream: TextIO) -> None:
         """Write the block (text or JSON, after `log_format`) and flush."""
-        stream.write((self.json() if self.log_format == "json" else self.text()) + "\n")
-        stream.flush()
+        write(stream, (self.json() if self.log_format == "json" else self.text()) + "\n")

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from mcptasks.cli.render import current_message, elapsed, write
+from mcptasks.cli.output import erase_line, one_line, redraw_line, write
+from mcptasks.cli.render import current_message, elapsed
 
 if TYPE_CHECKING:
     from mcptasks.client import DetailedTask
@@ -48,8 +49,8 @@ class StatusLine:
         elif changed:
             stamp = time.strftime("%H:%M:%S")
             shown = current_message(task)
-            message = f": {shown}" if shown else ""
-            write(self.stream, f"[{stamp}] {task.status}{message}\n")
+            message = f": {one_line(shown)}" if shown else ""
+            write(self.stream, f"[{stamp}] {one_line(task.status)}{message}\n")
         elif task.status == "input_required" and task.input_requests != self.asked:
             stamp = time.strftime("%H:%M:%S")
             write(self.stream, f"[{stamp}] {task.status}\n")
@@ -65,20 +66,21 @@ class StatusLine:
         if not self.live or self.paused or self.task is None:
             return
         task = self.task
-        text = f"{self.frames[self.frame % len(self.frames)]} {elapsed(time.time() - self.started)} {task.status}"
+        text = f"{self.frames[self.frame % len(self.frames)]} {elapsed(time.time() - self.started)} "
+        text += one_line(task.status)
         shown = current_message(task)
-        if shown:
-            text += self.dot + " ".join(shown.split())
+        if shown:  # escaped before it is measured: the escapes take room on the line too
+            text += self.dot + one_line(" ".join(shown.split()))
         width = shutil.get_terminal_size((80, 24)).columns
         if len(text) > width - 1:
             text = text[: max(1, width - 2)] + self.ellipsis
-        write(self.stream, "\r\x1b[K" + text)
+        redraw_line(self.stream, text)
         self.drawn = True
 
     def clear(self) -> None:
         """Erase the live line."""
         if self.live and self.drawn:
-            write(self.stream, "\r\x1b[K")
+            erase_line(self.stream)
             self.drawn = False
 
     def note(self, text: str) -> None:

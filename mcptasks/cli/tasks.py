@@ -26,7 +26,8 @@ from mcptasks.cli.arguments import Subcommands, reparse
 from mcptasks.cli.errors import EXIT_HELP, EXIT_OK, PROG, CliError
 from mcptasks.cli.failures import run_reporting
 from mcptasks.cli.ledger import LEDGER_ENV, open_ledger
-from mcptasks.cli.render import task_json, to_json, write
+from mcptasks.cli.output import to_json, write
+from mcptasks.cli.render import task_json
 from mcptasks.cli.schema import field_names, near
 from mcptasks.cli.target import Target, add_target_options, split_target
 

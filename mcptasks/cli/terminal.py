@@ -10,7 +10,7 @@ from typing import Any, Literal, TextIO, TypeVar
 
 import anyio
 
-from mcptasks.cli.render import write
+from mcptasks.cli.output import one_line, write
 
 T = TypeVar("T")
 
@@ -127,7 +127,7 @@ async def interrupt_menu(
     """Ask on the terminal what Ctrl-C should do to the task (detach on a second Ctrl-C).
 
     `question` is the elicitation that was on screen: the menu repeats it."""
-    state = f"is waiting for your answer to: {question}" if question else "is still running."
+    state = f"is waiting for your answer to: {one_line(question)}" if question else "is still running."
     wait = "[w]ait and answer" if question else "[w]ait"
     while True:
         write(

@@ -24,12 +24,11 @@ from mcptasks.dashboard.guard import (
     SESSION_SECONDS,
     HostGuard,
     bearer_token,
-    new_session,
-    session_valid,
     token_matches,
 )
+from mcptasks.dashboard.login import TOKEN_ADVICE, Sessions, Throttle, Throttled, weak_token
 from mcptasks.dashboard.pages import detail_page, list_page, login_page
-from mcptasks.dashboard.views import STATUSES, summary, task_detail
+from mcptasks.dashboard.views import KINDS, query_for, summary, task_detail
 from mcptasks.stores.base import TaskStore
 from mcptasks.stores.url import store_from_url
 
@@ -84,12 +83,8 @@ class _Store:
             await self.store.close()
 
 
-def _choice(value: str | None, allowed: frozenset[str] | None = None) -> frozenset[str] | None:
-    if not value:
-        return None
-    if allowed is not None and value not in allowed:
-        raise ValueError(value)
-    return frozenset({value})
+def _choice(value: str | None) -> frozenset[str] | None:
+    return frozenset({value}) if value else None
 
 
 def _base_of(request: Request) -> str:
@@ -103,6 +98,19 @@ def _secured(response: Response) -> Response:
 
 def _error(status: int, message: str) -> Response:
     return _secured(JSONResponse({"error": message}, status_code=status))
+
+
+def _too_many(throttled: Throttled) -> Response:
+    response = _error(
+        429, f"too many wrong operator tokens from your address: retry in {throttled.seconds} s"
+    )
+    response.headers["Retry-After"] = str(throttled.seconds)
+    return response
+
+
+def _client(request: Request) -> str:
+    """The address a request came from (the proxy's, behind a reverse proxy)."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 _NO_SUCH_TASK = "no such task (unknown, expired or purged)"
@@ -152,6 +160,7 @@ class _Dashboard:
         show_results: bool,
         protect_reads: bool,
         redact_arguments: bool | Sequence[str],
+        throttle: Throttle,
     ):
         self.holder = holder
         self.redact_all = redact_arguments is True
@@ -161,39 +170,78 @@ class _Dashboard:
         self.refresh_ms = refresh_ms
         self.show_results = show_results
         self.protect_reads = protect_reads
+        self.sessions = Sessions()
+        self.throttle = throttle
+
+    def token_ok(self, request: Request, given: str) -> bool:
+        """Whether `given` is the operator token; a wrong one counts against the request's client
+        address, and `Throttled` while that address must wait (nothing is compared then)."""
+        assert self.token is not None
+        client = _client(request)
+        self.throttle.check(client)
+        if token_matches(given, self.token):
+            self.throttle.succeeded(client)
+            return True
+        self.throttle.failed(client)
+        return False
 
     def signed_in(self, request: Request) -> bool:
         """Whether the request may read: reads are open, or it carries the operator token as a
-        bearer token or a valid login cookie."""
+        bearer token or the cookie of an open session (`Throttled` for a throttled bearer)."""
         if not self.protect_reads:
             return True
-        assert self.token is not None
         bearer = bearer_token(request.headers)
         if bearer is not None:
-            return token_matches(bearer, self.token)
-        return session_valid(request.cookies.get(SESSION_COOKIE), self.token)
+            return self.token_ok(request, bearer)
+        return self.sessions.valid(request.cookies.get(SESSION_COOKIE))
 
-    def login_form(self, request: Request, *, failed: bool = False, next_path: str | None = None) -> Response:
+    def login_form(
+        self,
+        request: Request,
+        *,
+        failed: bool = False,
+        next_path: str | None = None,
+        throttled: Throttled | None = None,
+    ) -> Response:
         base = _base_of(request)
         if next_path is None:
             query = request.url.query
             next_path = request.url.path + (f"?{query}" if query else "")
-        page = login_page(base=base, title=self.title, next_path=_safe_next(next_path, base), failed=failed)
-        return _secured(HTMLResponse(page, status_code=401))
+        page = login_page(
+            base=base,
+            title=self.title,
+            next_path=_safe_next(next_path, base),
+            failed=failed,
+            retry_after=None if throttled is None else throttled.seconds,
+        )
+        response = _secured(HTMLResponse(page, status_code=401 if throttled is None else 429))
+        if throttled is not None:
+            response.headers["Retry-After"] = str(throttled.seconds)
+        return response
 
     def page(self, handler: _Handler) -> _Handler:
-        """`handler` for a page: the login form (401) instead, unless the request may read."""
+        """`handler` for a page: the login form (401, or 429 while throttled) instead, unless the
+        request may read."""
 
         async def guarded(request: Request) -> Response:
-            return await handler(request) if self.signed_in(request) else self.login_form(request)
+            try:
+                allowed = self.signed_in(request)
+            except Throttled as throttled:
+                return self.login_form(request, throttled=throttled)
+            return await handler(request) if allowed else self.login_form(request)
 
         return guarded
 
     def api(self, handler: _Handler) -> _Handler:
-        """`handler` for the JSON API: a JSON 401 instead, unless the request may read."""
+        """`handler` for the JSON API: a JSON 401 (or 429 while throttled) instead, unless the
+        request may read."""
 
         async def guarded(request: Request) -> Response:
-            if self.signed_in(request):
+            try:
+                allowed = self.signed_in(request)
+            except Throttled as throttled:
+                return _too_many(throttled)
+            if allowed:
                 return await handler(request)
             response = _error(
                 401,
@@ -205,21 +253,24 @@ class _Dashboard:
         return guarded
 
     async def login(self, request: Request) -> Response:
-        """POST of the login form: a session cookie (never the token) and a redirect, or the form again."""
+        """POST of the login form: a new session's cookie (never the token) and a redirect, or the
+        form again (429 while the client's address is throttled)."""
         if not self.protect_reads:
             return _secured(Response("not found", status_code=404))
-        assert self.token is not None
         base = _base_of(request)
         fields = await _form(request)
         if fields is None:
             return _secured(Response("send the login form (application/x-www-form-urlencoded)", 400))
         next_path = _safe_next(fields.get("next", base), base)
-        if not token_matches(fields.get("token", ""), self.token):
-            return self.login_form(request, failed=True, next_path=next_path)
+        try:
+            if not self.token_ok(request, fields.get("token", "")):
+                return self.login_form(request, failed=True, next_path=next_path)
+        except Throttled as throttled:
+            return self.login_form(request, next_path=next_path, throttled=throttled)
         response = _secured(RedirectResponse(next_path, status_code=303))
         response.set_cookie(
             SESSION_COOKIE,
-            new_session(self.token),
+            self.sessions.open(),
             max_age=SESSION_SECONDS,
             path=base,
             secure=request.url.scheme == "https",
@@ -229,9 +280,10 @@ class _Dashboard:
         return response
 
     async def logout(self, request: Request) -> Response:
-        """POST: forget this browser's login."""
+        """POST: end this browser's session (its cookie is refused from now on) and forget it."""
         if not self.protect_reads:
             return _secured(Response("not found", status_code=404))
+        self.sessions.revoke(request.cookies.get(SESSION_COOKIE))
         base = _base_of(request)
         response = _secured(RedirectResponse(base, status_code=303))
         response.delete_cookie(
@@ -244,12 +296,8 @@ class _Dashboard:
         return response
 
     async def read_summary(self, request: Request) -> dict[str, Any]:
-        return await summary(
-            await self.holder.get(),
-            statuses=_choice(request.query_params.get("status"), frozenset(STATUSES)),
-            tools=_choice(request.query_params.get("tool")),
-            can_cancel=self.token is not None,
-        )
+        query = query_for(request.query_params.get("status"), _choice(request.query_params.get("tool")))
+        return await summary(await self.holder.get(), query=query, can_cancel=self.token is not None)
 
     async def index(self, request: Request) -> Response:
         try:
@@ -271,7 +319,7 @@ class _Dashboard:
         try:
             return _secured(JSONResponse(await self.read_summary(request)))
         except ValueError:
-            return _error(400, f"unknown status filter; use one of {', '.join(STATUSES)}")
+            return _error(400, f"unknown status filter; use one of {', '.join(KINDS)}")
 
     async def task_view(self, task_id: str) -> dict[str, Any] | None:
         record = await (await self.holder.get()).get(task_id)
@@ -310,8 +358,12 @@ class _Dashboard:
     async def api_cancel(self, request: Request) -> Response:
         if self.token is None:
             return _error(403, "cancelling is disabled: start the dashboard with an operator token")
-        if not token_matches(request.headers.get(TOKEN_HEADER, ""), self.token):
-            return _error(401, "a valid operator token is required to cancel")
+        given = request.headers.get(TOKEN_HEADER, "")
+        try:
+            if not given or not self.token_ok(request, given):  # no token at all is no guess
+                return _error(401, "a valid operator token is required to cancel")
+        except Throttled as throttled:
+            return _too_many(throttled)
         store_object = await self.holder.get()
         task_id = request.path_params["task_id"]
         before = await store_object.get(task_id)
@@ -349,6 +401,7 @@ def dashboard_app(
     allowed_origins: Sequence[str] = (),
     protect_reads: bool = False,
     redact_arguments: bool | Sequence[str] = False,
+    login_throttle: Throttle | None = None,
 ) -> Starlette:
     """The dashboard as an ASGI app; mount it in your server behind your own authentication.
 
@@ -365,10 +418,15 @@ def dashboard_app(
     - `allowed_origins`: further `Origin` values (same patterns) whose requests are accepted; a
       request from the app's own origin always is, any other `Origin` gets 403.
     - `protect_reads`: whether reading (the pages and the JSON API) needs the operator token too,
-      from the login form (a session cookie) or an `Authorization: Bearer` header; needs `token`.
+      from the login form (a session cookie) or an `Authorization: Bearer` header; needs a strong
+      `token` (at least 32 characters). Logging out ends the session; wrong tokens are throttled
+      per client address (429 with `Retry-After`).
     - `redact_arguments`: which tool arguments the detail view masks (as `REDACTED`, in the page
       and the API alike): True every value, or the argument names (case-insensitive, also as keys
       nested inside arguments) whose values are masked; False (default) shows them all.
+    - `login_throttle`: how wrong operator tokens (login form, bearer header, cancel) are slowed
+      down per client address; default `mcptasks.dashboard.login.Throttle()` (5 free, then a
+      wait of 1 s doubling up to 60 s, answered with 429 and `Retry-After`).
 
     Without `protect_reads`, whoever reaches the app sees the task list (owners as hashes).
     """
@@ -378,6 +436,9 @@ def dashboard_app(
         raise ValueError("refresh must be a positive number of seconds")
     if protect_reads and token is None:
         raise ValueError("protecting reads needs an operator token")
+    weakness = weak_token(token) if protect_reads and token is not None else None
+    if weakness is not None:
+        raise ValueError(f"the operator token is too weak to protect reads ({weakness}); {TOKEN_ADVICE}")
     if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
         raise ValueError("allowed_hosts and allowed_origins are sequences of strings, not one string")
     hosts = list(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
@@ -386,7 +447,14 @@ def dashboard_app(
     if isinstance(redact_arguments, str):
         raise ValueError("redact_arguments takes True or a list of argument names, not one string")
     app = _Dashboard(
-        _Store(store), token, title, int(refresh * 1000), show_results, protect_reads, redact_arguments
+        _Store(store),
+        token,
+        title,
+        int(refresh * 1000),
+        show_results,
+        protect_reads,
+        redact_arguments,
+        login_throttle or Throttle(),
     )
     return Starlette(
         routes=[

@@ -12,8 +12,6 @@ from mcptasks._guard import (
     bearer_token,
     host_matches,
     hosts_for,
-    new_session,
-    session_valid,
     token_matches,
 )
 
@@ -26,7 +24,5 @@ __all__ = [
     "bearer_token",
     "host_matches",
     "hosts_for",
-    "new_session",
-    "session_valid",
     "token_matches",
 ]

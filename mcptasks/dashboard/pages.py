@@ -8,17 +8,27 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from mcptasks.dashboard.views import STATUSES, ago_text, duration_text
+from mcptasks.dashboard.views import KINDS, ago_text, duration_text
 
-__all__ = ["detail_page", "list_page", "login_page"]
+__all__ = ["badge", "detail_page", "list_page", "login_page"]
 
 _LABELS = {
     "working": "Working",
     "input_required": "Input required",
     "completed": "Completed",
+    "tool_error": "Tool error",
     "failed": "Failed",
     "cancelled": "Cancelled",
 }
+_TITLES = {
+    "completed": "completed without a tool error",
+    "tool_error": "completed with a tool error (isError: true): the tool reported a failure",
+}
+
+
+def badge(kind: str) -> str:
+    """A task's status badge: its status, or `tool error` (red) for a tool error."""
+    return f'<span class="status s-{esc(kind)}">{esc(kind.replace("_error", " error"))}</span>'
 
 
 def esc(value: object) -> str:
@@ -73,12 +83,13 @@ def _oldest(data: dict[str, Any]) -> str:
 
 
 def _row(task: dict[str, Any], base: str) -> str:
+    cut = task["messagePreview"] != task["statusMessage"]
     return (
-        f'<tr data-task-id="{esc(task["taskId"])}" data-status="{esc(task["status"])}">'
+        f'<tr data-task-id="{esc(task["taskId"])}" data-status="{esc(task["status"])}" data-kind="{esc(task["kind"])}">'
         f'<td class="id"><a href="{esc(base)}tasks/{esc(task["taskId"])}">{esc(task["taskId"][:12])}</a></td>'
         f"<td>{esc(task['tool'])}</td>"
-        f'<td><span class="status s-{esc(task["status"])}">{esc(task["status"])}</span></td>'
-        f'<td class="message">{esc(task["statusMessage"])}</td>'
+        f"<td>{badge(task['kind'])}</td>"
+        f'<td class="message{" cut" if cut else ""}"{_cut_title(cut)}>{esc(task["messagePreview"])}</td>'
         f'<td class="owner">{esc(task["ownerHash"])}</td>'
         f'<td class="created" title="{esc(task["createdAt"])}">{esc(ago_text(task["ageSeconds"]))}</td>'
         f"<td{_duration_attributes(task)}>{esc(duration_text(task['durationSeconds']))}</td>"
@@ -101,12 +112,13 @@ def list_page(
     """The overview: status counts, the chart, the filter form and the task table (`logout`: show
     the log-out button)."""
     counts = "".join(
-        f'<a class="count s-{s}" data-status="{s}" href="{esc(base)}?status={s}">'
-        f'<span class="n">{data["counts"][s]}</span><span class="label">{_LABELS[s]}</span></a>'
-        for s in STATUSES
+        f'<a class="count s-{k}" data-status="{k}" href="{esc(base)}?status={k}"'
+        + (f' title="{_TITLES[k]}"' if k in _TITLES else "")
+        + f'><span class="n">{_count(data["kinds"][k])}</span><span class="label">{_LABELS[k]}</span></a>'
+        for k in KINDS
     )
     status_options = "".join(
-        f'<option value="{s}"{" selected" if s == status else ""}>{_LABELS[s]}</option>' for s in STATUSES
+        f'<option value="{k}"{" selected" if k == status else ""}>{_LABELS[k]}</option>' for k in KINDS
     )
     tool_options = "".join(
         f'<option value="{esc(t)}"{" selected" if t == tool else ""}>{esc(t)}</option>' for t in data["tools"]
@@ -132,6 +144,14 @@ def list_page(
 <script type="application/json" id="initial">{_json_for_html(data)}</script>
 """
     return _layout(base, title, "list", refresh_ms, body, {}, logout)
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _cut_title(cut: bool) -> str:
+    return ' title="shortened: the task\'s page shows the whole message"' if cut else ""
 
 
 def _json_for_html(value: Any) -> str:
@@ -163,7 +183,7 @@ def _field_rows(task: dict[str, Any]) -> str:
     cells: list[tuple[str, str, str]] = [
         ("Task", "taskId", esc(task["taskId"])),
         ("Tool", "tool", esc(task["tool"])),
-        ("Status", "status", f'<span class="status s-{esc(task["status"])}">{esc(task["status"])}</span>'),
+        ("Status", "status", badge(task["kind"])),
     ]
     if not _empty(task.get("statusMessage")):
         cells.append(("Message", "statusMessage", esc(task["statusMessage"])))
@@ -319,13 +339,19 @@ def detail_page(
     return _layout(base, title, "detail", refresh_ms, body, {"task": task["taskId"]}, logout)
 
 
-def login_page(*, base: str, title: str, next_path: str, failed: bool) -> str:
-    """The login form (no script): the operator token, posted to `login`, never put in a URL."""
-    notice = (
-        '<p id="notice" class="error" role="alert">That is not the operator token.</p>'
-        if failed
-        else '<p id="notice" role="status">This dashboard needs the operator token to show tasks.</p>'
-    )
+def login_page(*, base: str, title: str, next_path: str, failed: bool, retry_after: int | None = None) -> str:
+    """The login form (no script): the operator token, posted to `login`, never put in a URL
+    (`retry_after`: seconds the client's address must wait after too many wrong tokens)."""
+    if retry_after is not None:
+        notice = (
+            '<p id="notice" class="error" role="alert">Too many wrong tokens from your address: '
+            f"try again in {retry_after} s.</p>"
+        )
+    elif failed:
+        notice = '<p id="notice" class="error" role="alert">That is not the operator token.</p>'
+    else:
+        notice = '<p id="notice" role="status">This dashboard needs the operator token to show tasks.</p>'
+
     return f"""<!doctype html>
 <html lang="en">
 <head>

@@ -11,17 +11,25 @@ from collections.abc import Collection
 from typing import Any
 
 from mcptasks._runtime.operator import describe, iso
-from mcptasks.stores.admin import TaskQuery
+from mcptasks.stores.admin import TaskQuery, is_tool_error
 from mcptasks.stores.base import TaskRecord, TaskStore
 
 __all__ = [
     "CHART_BUCKETS",
     "CHART_SPAN",
+    "FILTERS",
+    "KINDS",
+    "PREVIEW_CHARS",
     "REDACTED",
     "STATUSES",
+    "TOOL_ERROR",
     "ago_text",
     "chart",
     "duration_text",
+    "kind_counts",
+    "kind_of",
+    "preview",
+    "query_for",
     "redact",
     "row",
     "status_at",
@@ -30,6 +38,15 @@ __all__ = [
 ]
 
 STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+TOOL_ERROR = "tool_error"
+"""The kind of a task that completed with a tool error (`isError: true`): its status is
+`completed`, but the dashboard shows, counts and filters it apart from the ones that succeeded."""
+KINDS = ("working", "input_required", "completed", TOOL_ERROR, "failed", "cancelled")
+"""What the dashboard tells tasks apart by: the statuses, with `completed` split in two."""
+FILTERS = frozenset(KINDS)
+"""The values of the list's `status` filter."""
+PREVIEW_CHARS = 120
+"""Most characters of a statusMessage the table shows (its first line; the detail view has it all)."""
 CHART_SPAN = 3600.0
 """The chart covers the last hour..."""
 CHART_BUCKETS = 12
@@ -82,10 +99,43 @@ def _ended_at(record: TaskRecord) -> float | None:
     return record.updated_at
 
 
+def kind_of(record: TaskRecord) -> str:
+    """The record's status, or `TOOL_ERROR` for one that completed with a tool error."""
+    return TOOL_ERROR if is_tool_error(record) else record.status
+
+
+def preview(message: str | None) -> str | None:
+    """What the table shows of a statusMessage: its first non-blank line, cut at `PREVIEW_CHARS`,
+    with `…` when anything was left out."""
+    if message is None:
+        return None
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    cut = len(first) > PREVIEW_CHARS
+    shown = first[: PREVIEW_CHARS - 1].rstrip() if cut else first
+    return shown + "\u2026" if cut or len(lines) > 1 else shown
+
+
+def query_for(kind: str | None, tools: frozenset[str] | None = None) -> TaskQuery:
+    """The listing of the `status` filter's `kind` (`completed`: without a tool error;
+    `tool_error`: completed with one); `ValueError` for an unknown kind."""
+    if not kind:
+        return TaskQuery(tools=tools)
+    if kind not in FILTERS:
+        raise ValueError(kind)
+    if kind in ("completed", TOOL_ERROR):
+        return TaskQuery(statuses=frozenset({"completed"}), tools=tools, tool_error=kind == TOOL_ERROR)
+    return TaskQuery(statuses=frozenset({kind}), tools=tools)
+
+
 def row(record: TaskRecord, now: float) -> dict[str, Any]:
-    """A table row: the operator view plus `endedAt` (None while active) and `durationSeconds`
-    (created to ended for a finished task, which stops counting; created to now for an active one)."""
+    """A table row: the operator view plus `kind` (`kind_of`), `toolError`, `messagePreview`
+    (`preview`), `endedAt` (None while active) and `durationSeconds` (created to ended for a
+    finished task, which stops counting; created to now for an active one)."""
     view = describe(record, now=now)
+    view["kind"] = kind_of(record)
+    view["toolError"] = view["kind"] == TOOL_ERROR
+    view["messagePreview"] = preview(record.status_message)
     ended = _ended_at(record)
     view["endedAt"] = iso(ended)
     view["durationSeconds"] = round(max(0.0, (now if ended is None else ended) - record.created_at), 3)
@@ -141,18 +191,31 @@ def status_at(record: TaskRecord, moment: float) -> str | None:
 
 
 def chart(records: list[TaskRecord], now: float) -> dict[str, Any]:
-    """Tasks per status at the end of each five-minute step of the last hour."""
+    """Tasks per kind (`KINDS`) at the end of each five-minute step of the last hour."""
     step = CHART_SPAN / CHART_BUCKETS
     end = math.ceil(now / step) * step
     moments = [end - CHART_SPAN + step * (i + 1) for i in range(CHART_BUCKETS)]
     moments[-1] = now
-    series = {status: [0] * CHART_BUCKETS for status in STATUSES}
+    series = {kind: [0] * CHART_BUCKETS for kind in KINDS}
     for record in records:
+        ended_badly = is_tool_error(record)
         for i, moment in enumerate(moments):
             status = status_at(record, moment)
+            if status == "completed" and ended_badly:
+                status = TOOL_ERROR
             if status in series:
                 series[status][i] += 1
     return {"times": [iso(m) for m in moments], "series": series}
+
+
+def kind_counts(by_status: dict[str, int], tool_errors: int | None) -> dict[str, int | None]:
+    """Counts by `KINDS`: `completed` without the tool errors, `tool_error` those (None, and
+    `completed` all of them, when the store does not count tool errors)."""
+    counts: dict[str, int | None] = {status: by_status.get(status, 0) for status in STATUSES}
+    completed = by_status.get("completed", 0)
+    counts["completed"] = completed if tool_errors is None else completed - tool_errors
+    counts[TOOL_ERROR] = tool_errors
+    return {kind: counts[kind] for kind in KINDS}
 
 
 async def _recent(store: TaskStore, limit: int) -> list[TaskRecord]:
@@ -170,18 +233,23 @@ async def _recent(store: TaskStore, limit: int) -> list[TaskRecord]:
 async def summary(
     store: TaskStore,
     *,
-    statuses: frozenset[str] | None = None,
-    tools: frozenset[str] | None = None,
+    query: TaskQuery | None = None,
     can_cancel: bool = False,
 ) -> dict[str, Any]:
-    """Counts, the filtered rows (newest first, at most `ROWS`), the chart and the runners."""
+    """Counts, the rows `query` lists (newest first, at most `ROWS`), the chart and the runners.
+
+    `counts` are by status (`completed` includes the tool errors); `toolErrors` counts those
+    (None when the store does not count them)."""
     now = time.time()
     stats = await store.stats()
-    page = await store.list_tasks(TaskQuery(statuses=statuses, tools=tools), limit=ROWS)
+    query = query or TaskQuery()
+    page = await store.list_tasks(query, limit=ROWS)
     recent = await _recent(store, CHART_RECORDS)
     return {
         "generatedAt": iso(now),
         "counts": {status: stats.by_status.get(status, 0) for status in STATUSES},
+        "toolErrors": stats.tool_errors,
+        "kinds": kind_counts(stats.by_status, stats.tool_errors),
         "total": stats.total,
         "queued": stats.queued,
         "oldestActive": iso(stats.oldest_active),
@@ -190,7 +258,8 @@ async def summary(
         ),
         "runners": len(stats.runners),
         "tools": sorted(stats.by_tool),
-        "tasks": [row(record, now) for record in page.records],
+        # a store that predates `TaskQuery.tool_error` ignores it: filter its page here too
+        "tasks": [row(record, now) for record in page.records if query.matches(record)],
         "more": page.next_cursor is not None,
         "chart": chart(recent, now),
         "canCancel": can_cancel,

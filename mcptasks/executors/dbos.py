@@ -41,7 +41,7 @@ import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowStatus
 from dbos import error as dbos_errors
 
-from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere
+from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
 from mcptasks.stores.base import TaskRecord
 from mcptasks.stores.redaction import redact_url
 
@@ -117,7 +117,7 @@ async def _run_until_ended(task_id: str, host: ExecutorHost) -> str:
     while True:
         try:
             return await host.run_task(task_id)
-        except (HeldElsewhere, HandedOver) as exc:
+        except (HeldElsewhere, HandedOver, NotServedHere) as exc:
             logger.debug("task %s did not end on this DBOS worker yet: %s", task_id, exc)
         except Exception:
             logger.warning("running task %s for DBOS failed; trying again", task_id, exc_info=True)
@@ -168,7 +168,9 @@ class DBOSExecutor:
       `log_level`: DBOS's own log level in workers.
 
     A worker sets the queue's per-worker concurrency to its engine's `max_concurrent` (or
-    `DEFAULT_WORKER_CONCURRENCY`); DBOS keeps one value per queue, so give every worker the same.
+    `DEFAULT_WORKER_CONCURRENCY`) before it launches DBOS; DBOS keeps one value per queue, so give
+    every worker the same. The queue is first in, first out across owners (bounded per owner by
+    `Limits.max_active_per_owner`, counted in the store by the engine that creates the tasks).
     """
 
     name = "dbos"
@@ -268,15 +270,19 @@ class DBOSExecutor:
         }
 
         def launch() -> None:
+            # The queue's worker concurrency is stored before DBOS launches: its queue thread
+            # reads the stored queue before it first dequeues, so a worker starting on a backlog
+            # never runs more than `limit` bodies at once.
+            self.client.register_queue(
+                self.queue,
+                worker_concurrency=limit if limit is not None else DEFAULT_WORKER_CONCURRENCY,
+                polling_interval_sec=self.polling_interval,
+                on_conflict="always_update",
+                application_name=self.app_name,
+            )
             DBOS(config=config)
             try:
                 DBOS.launch()
-                DBOS.register_queue(
-                    self.queue,
-                    worker_concurrency=limit if limit is not None else DEFAULT_WORKER_CONCURRENCY,
-                    polling_interval_sec=self.polling_interval,
-                    on_conflict="always_update",
-                )
             except BaseException:
                 DBOS.destroy()
                 raise

@@ -28,14 +28,14 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 from temporalio import activity, workflow
 from temporalio.client import Client, Interceptor, WorkflowExecutionStatus
-from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from temporalio.workflow import ActivityCancellationType
 
-from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere
-from mcptasks.stores.base import TaskRecord
+from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
+from mcptasks.stores.base import TaskRecord, owner_digest
 
 logger = logging.getLogger("mcptasks")
 
@@ -44,6 +44,9 @@ ACTIVITY_NAME = "mcptasks.run_task"
 DEFAULT_TASK_QUEUE = "mcptasks"
 RECONCILE_BATCH = 256
 """The most queued records one `reconcile` pass asks Temporal about."""
+_NOT_SERVED_RETRY = timedelta(seconds=1)
+"""When the body activity runs again after a worker that does not know the task's tool gave it
+back (Temporal picks any worker polling the queue; the task fails on `no_worker_timeout`)."""
 _SUBMIT_GRACE = 10.0
 """Seconds a new record may go without a workflow before `reconcile` starts one (a submit is in flight)."""
 
@@ -100,6 +103,10 @@ class _BodyActivity:
             return status
         except (HeldElsewhere, HandedOver) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
+        except NotServedHere as exc:  # a rolling deploy: soon on a worker that knows the tool
+            raise ApplicationError(
+                str(exc), type=type(exc).__name__, next_retry_delay=_NOT_SERVED_RETRY
+            ) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._cancelled(task_id)
@@ -123,7 +130,7 @@ class _BodyActivity:
             )
         if ended:
             logger.info("task %s ended by Temporal (%s)", task_id, details)
-        with anyio.move_on_after(self.host.lease_ttl), suppress(HeldElsewhere, HandedOver):
+        with anyio.move_on_after(self.host.lease_ttl), suppress(HeldElsewhere, HandedOver, NotServedHere):
             await self.host.run_task(task_id)  # the body stops at its next checkpoint
 
 
@@ -232,6 +239,9 @@ class TemporalExecutor:
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # one fairness key per owner (its activity inherits it): a server with fairness
+                # on dispatches the queue's tasks fairly across owners, not first in, first out
+                priority=Priority(fairness_key=owner_digest(record.owner)),
             )
 
     async def stop(self, task_id: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, overload
 
 import anyio
@@ -146,11 +147,15 @@ class TaskServer:
     async def serve_http(
         self, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp", log_level: str = "warning"
     ) -> None:
-        """Serve Streamable HTTP with uvicorn in the current event loop until cancelled."""
-        import uvicorn
+        """Serve Streamable HTTP with uvicorn in the current event loop until cancelled, with the
+        read deadlines and connection bound of the extension's `EngineConfig` (`header_timeout`,
+        `body_timeout`, `max_connections`)."""
+        from mcptasks.server.guarded_server import guarded_config
 
         app = self.streamable_http_app(path=path, host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+        config = guarded_config(
+            app, self.extension.config, host=host, port=port, log_level=log_level, lifespan="on"
+        )
         await uvicorn_server(config, self.extension).serve()
 
 
@@ -181,15 +186,40 @@ def uvicorn_server(config: Any, extension: TasksExtension | None) -> Any:
 
     Once started it tunes the garbage collector for serving (`tune_gc`): everything start-up
     allocated (modules, the SDK, schemas) is frozen out of its reach, so full collections scan only
-    what requests and tasks allocate, and young collections run less often."""
+    what requests and tasks allocate, and young collections run less often.
+
+    With a `GuardedConfig` (`mcptasks.server.guarded_server`), an `Acceptor` accepts its
+    connections within the bound, and the guard's throttled log lines are flushed every second."""
     import uvicorn
 
+    from mcptasks.server.guarded_server import GuardedConfig, acceptor_for
+
+    guard = config.guard if isinstance(config, GuardedConfig) else None
+
     class Server(uvicorn.Server):
+        async def serve(self, sockets: Any = None) -> None:
+            async with anyio.create_task_group() as self.tasks:
+                await super().serve(sockets)
+                self.tasks.cancel_scope.cancel()
+
         async def startup(self, sockets: Any = None) -> None:
+            self.acceptor = None
             await super().startup(sockets)
             tune_gc()
+            acceptor = acceptor_for(self)
+            taken = acceptor.take_over(self.servers) if acceptor is not None and self.started else []
+            if acceptor is not None and taken:
+                await self.tasks.start(partial(acceptor.run, taken))
+                self.acceptor = acceptor
+
+        async def on_tick(self, counter: int) -> bool:
+            if guard is not None and counter % 10 == 0:
+                guard.flush_logs()
+            return bool(await super().on_tick(counter))
 
         async def shutdown(self, sockets: Any = None) -> None:
+            if self.acceptor is not None:
+                await self.acceptor.stop()
             if extension is not None:
                 extension.close_listen_streams()
             await super().shutdown(sockets)

@@ -29,6 +29,7 @@ __all__ = [
     "check_purge",
     "decode_cursor",
     "encode_cursor",
+    "is_tool_error",
     "journal_gap",
     "page_of",
     "split_page",
@@ -40,6 +41,16 @@ MAX_PAGE = 1000
 """Most records one `list_tasks` call returns (a larger `limit` is capped)."""
 
 _STATUSES = frozenset(ACTIVE_STATUSES) | frozenset(TERMINAL_STATUSES)
+
+
+def is_tool_error(record: TaskRecord) -> bool:
+    """Whether `record` completed with a tool error: its result says `isError: true` (the task
+    is `completed`, not `failed`: a tool error is the tool's answer, not a task failure)."""
+    return (
+        record.status == "completed"
+        and isinstance(record.result, dict)
+        and record.result.get("isError") is True
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +65,10 @@ class TaskQuery:
     """Only records of this owner (exact match)."""
     since: float | None = None
     """Only records created at or after this time (epoch seconds)."""
+    tool_error: bool | None = None
+    """True: only records that completed with a tool error (`is_tool_error`); False: only the
+    others; None: both. Stores written before this field existed ignore it: filter their pages
+    with `matches` when that matters."""
 
     def __post_init__(self) -> None:
         if self.statuses is not None:
@@ -70,6 +85,7 @@ class TaskQuery:
             and (self.tools is None or record.tool in self.tools)
             and (self.owner is None or record.owner == self.owner)
             and (self.since is None or record.created_at >= self.since)
+            and (self.tool_error is None or is_tool_error(record) is self.tool_error)
         )
 
 
@@ -103,6 +119,9 @@ class TaskStats:
     """Active records no runner has claimed yet (the worker queue's depth)."""
     runners: dict[str, RunnerLease] = field(default_factory=dict)
     """The live runners (unexpired heartbeat)."""
+    tool_errors: int | None = None
+    """Records that completed with a tool error (`is_tool_error`; also counted as `completed`);
+    None when the store does not count them (a store written before this field existed)."""
 
     @property
     def total(self) -> int:
@@ -117,6 +136,7 @@ class TaskStats:
             "by_tool": {tool: dict(counts) for tool, counts in self.by_tool.items()},
             "oldest_active": self.oldest_active,
             "queued": self.queued,
+            "tool_errors": self.tool_errors,
             "runners": {
                 name: {"expires_at": lease.expires_at, "active_tasks": lease.active_tasks}
                 for name, lease in self.runners.items()
@@ -194,9 +214,11 @@ def stats_of(records: Iterable[TaskRecord], leases: dict[str, float]) -> TaskSta
     by_tool: dict[str, dict[str, int]] = {}
     oldest: float | None = None
     queued = 0
+    tool_errors = 0
     held: dict[str, int] = {}
     for record in records:
         by_status[record.status] = by_status.get(record.status, 0) + 1
+        tool_errors += is_tool_error(record)
         counts = by_tool.setdefault(record.tool, {})
         counts[record.status] = counts.get(record.status, 0) + 1
         if record.status in ACTIVE_STATUSES:
@@ -206,7 +228,7 @@ def stats_of(records: Iterable[TaskRecord], leases: dict[str, float]) -> TaskSta
             else:
                 held[record.runner] = held.get(record.runner, 0) + 1
     runners = {name: RunnerLease(until, held.get(name, 0)) for name, until in sorted(leases.items())}
-    return TaskStats(by_status, by_tool, oldest, queued, runners)
+    return TaskStats(by_status, by_tool, oldest, queued, runners, tool_errors)
 
 
 def stats_from_rows(
@@ -215,9 +237,11 @@ def stats_from_rows(
     queued: int,
     leases: Iterable[tuple[str, float]],
     held: Iterable[tuple[str, int]],
+    tool_errors: int | None = None,
 ) -> TaskStats:
     """`TaskStats` from the aggregate rows SQL stores compute: (tool, status, n), oldest active
-    `created_at`, queued count, (runner, lease end) and (runner, active tasks held)."""
+    `created_at`, queued count, (runner, lease end), (runner, active tasks held) and the count of
+    tool errors."""
     by_status: dict[str, int] = {}
     by_tool: dict[str, dict[str, int]] = {}
     for tool, status, n in counts:
@@ -225,15 +249,25 @@ def stats_from_rows(
         by_tool.setdefault(tool, {})[status] = int(n)
     holding = dict(held)
     runners = {name: RunnerLease(float(until), int(holding.get(name, 0))) for name, until in sorted(leases)}
-    return TaskStats(by_status, by_tool, oldest_active, int(queued), runners)
+    return TaskStats(
+        by_status,
+        by_tool,
+        oldest_active,
+        int(queued),
+        runners,
+        None if tool_errors is None else int(tool_errors),
+    )
 
 
 class SqlFilter:
     """Builds the WHERE clause of a listing for a SQL store; `mark` renders the n-th parameter
-    (`?` for SQLite, `$n` for PostgreSQL)."""
+    (`?` for SQLite, `$n` for PostgreSQL); `tool_error` is the store's condition of a row that
+    completed with a tool error (`is_tool_error`, read from its JSON body). Without it a query's
+    `tool_error` is left out of the clause: filter the page with `TaskQuery.matches` then."""
 
-    def __init__(self, mark: Callable[[int], str]) -> None:
+    def __init__(self, mark: Callable[[int], str], tool_error: str | None = None) -> None:
         self._mark = mark
+        self._tool_error = tool_error
         self.params: list[Any] = []
         self.clauses: list[str] = []
 
@@ -256,6 +290,8 @@ class SqlFilter:
             self.clauses.append(f"owner = {self.param(query.owner)}")
         if query.since is not None:
             self.clauses.append(f"created_at >= {self.param(float(query.since))}")
+        if query.tool_error is not None and self._tool_error is not None:
+            self.clauses.append(self._tool_error if query.tool_error else f"NOT ({self._tool_error})")
         if after is not None:
             created_at, task_id = decode_cursor(after)
             at = self.param(created_at)

@@ -10,11 +10,12 @@ by one process can reach the body running in another.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from mcptasks.errors import MCPTasksError
 from mcptasks.wire import TERMINAL_STATUSES, TaskState, shared_json
@@ -223,6 +224,25 @@ def _definer(cls: type, name: str) -> type | None:
     return next((c for c in cls.__mro__ if name in vars(c)), None)
 
 
+def owner_digest(owner: str) -> str:
+    """A short, stable key naming `owner` where the owner itself must not appear or is too long
+    (Redis keys, Temporal fairness keys, DBOS partitions): 32 hex digits of its SHA-256."""
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def fair_order(queued: Iterable[TaskRecord], held: Mapping[str, int]) -> list[TaskRecord]:
+    """Queued records in the order a fair `claim` takes them: by each owner's turn (the active
+    records `held` by runners for that owner, plus the record's place in the owner's queue,
+    oldest first), then `created_at` and `task_id`. What the SQL stores compute in their claim."""
+    places: dict[str, int] = {}
+    turns: list[tuple[int, float, str, TaskRecord]] = []
+    for record in sorted(queued, key=lambda r: (r.created_at, r.task_id)):
+        place = places[record.owner] = places.get(record.owner, 0) + 1
+        turns.append((held.get(record.owner, 0) + place, record.created_at, record.task_id, record))
+    turns.sort(key=lambda turn: turn[:3])
+    return [turn[3] for turn in turns]
+
+
 CHANGED_PREFIX = "~"
 """Prefix of the ids the engine publishes after every write of a record: listen streams re-read
 the task and push it; runners ignore them. Task ids never contain it."""
@@ -269,6 +289,73 @@ class KeepsJournal(Protocol):
 
     async def read_journal(self, task_id: str) -> list[str]:
         """The task's entries in position order (empty for an unknown task)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerOffer:
+    """What one runner's latest heartbeat said (`KeepsOffers.runner_offers`)."""
+
+    until: float
+    """Epoch seconds its lease ends (ended already for a runner that is gone)."""
+    tools: frozenset[str] | None
+    """The task tools it runs; None when its heartbeat did not say (it may run any)."""
+
+
+@runtime_checkable
+class KeepsOffers(Protocol):
+    """The optional tool offers of a store: which task tools each runner runs.
+
+    A runner says which tools it runs with each heartbeat (`tools=`), and `claim(..., tools=...)`
+    hands it only records of those tools, so a worker that does not know a tool (a rolling deploy)
+    leaves its tasks to one that does. A store without these members keeps working: every runner
+    then counts as running any tool. Use `keeps_offers(store)` to tell. Checked by `StoreContract`.
+    """
+
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """`TaskStore.heartbeat`, also keeping the tools `runner` runs (None: not said)."""
+
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """`TaskStore.claim` of records whose tool is in `tools` only (None: any tool)."""
+
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """The latest heartbeat of every runner the store still remembers: the live ones and
+        those gone for less than `OFFER_MEMORY` seconds at least."""
+
+
+_OFFERS: dict[type, bool] = {}
+
+OFFER_MEMORY = 3600.0
+"""How long (seconds) a store remembers a gone runner's last offer, at least."""
+
+
+def keeps_offers(store: object) -> KeepsOffers | None:
+    """`store` when it keeps tool offers, else None: its `runner_offers` is not None, and the
+    class that defines it also defines `heartbeat` and `claim` (a subclass that changes either
+    alone, with the old signature, counts as keeping none)."""
+    cls = type(store)
+    allowed = _OFFERS.get(cls)
+    if allowed is None:
+        definer = _definer(cls, "runner_offers")
+        allowed = _OFFERS[cls] = definer is not None and all(
+            _definer(cls, name) is definer for name in ("heartbeat", "claim")
+        )
+    if not allowed or getattr(store, "runner_offers", None) is None:
+        return None
+    return cast("KeepsOffers", store)
+
+
+@runtime_checkable
+class CountsActive(Protocol):
+    """The optional per-owner count of a store: what admission reads when bodies do not run in the
+    process that creates their tasks (`serve --enqueue-only`, an executor), so
+    `Limits.max_active_per_owner` holds across every replica and worker. Checked by `StoreContract`.
+    """
+
+    async def count_active(self, owner: str) -> int:
+        """How many unexpired records of `owner` are active (`working` or `input_required`),
+        queued or running anywhere. Cheap: it runs on every create of those placements."""
 
 
 @runtime_checkable
@@ -334,8 +421,10 @@ class TaskStore(Protocol):
         """The runners whose last heartbeat has not expired."""
 
     async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        """Assign up to `limit` queued records (active, unexpired, `runner is None`), oldest
-        first, to `runner`, bumping their versions; return them. Each record goes to one claimer."""
+        """Assign up to `limit` queued records (active, unexpired, `runner is None`) to `runner`,
+        bumping their versions; return them. Each record goes to one claimer. Fair across owners:
+        the owners with the fewest active records held by runners go first, each owner's oldest
+        record first (`fair_order`), so one owner's backlog never starves another's."""
 
     # -- operator queries (admin CLI, dashboard; they cross owners) ------------------------------
 

@@ -12,11 +12,12 @@ from mcptasks.errors import MCPTasksError
 
 
 class MissingExtra(MCPTasksError, ImportError):
-    """A store backend's client library is not installed; the message names the pip command."""
+    """A store backend's (or another optional part's) library is not installed; the message names
+    the pip command. `what` names the part when it is no store (`the metrics endpoint`)."""
 
-    def __init__(self, backend: str, package: str, extra: str) -> None:
+    def __init__(self, backend: str, package: str, extra: str, *, what: str | None = None) -> None:
         super().__init__(
-            f"the {backend} store needs the {package!r} package, which is not installed: "
+            f"{what or f'the {backend} store'} needs the {package!r} package, which is not installed: "
             f"pip install 'mcptasks[{extra}]'",
             name=package,
         )

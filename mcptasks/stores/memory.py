@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 
@@ -17,7 +18,7 @@ from mcptasks.stores.admin import (
     page_of,
     stats_of,
 )
-from mcptasks.stores.base import TaskExists, TaskRecord
+from mcptasks.stores.base import RunnerOffer, TaskExists, TaskRecord, fair_order
 from mcptasks.wire import ACTIVE_STATUSES
 
 
@@ -31,6 +32,7 @@ class MemoryTaskStore:
         self._idempotency: dict[tuple[str, str], str] = {}
         self._journals: dict[str, list[str]] = {}
         self._heartbeats: dict[str, float] = {}
+        self._offers: dict[str, frozenset[str] | None] = {}
         self._broadcast = LocalBroadcast()
 
     async def open(self) -> None:
@@ -87,25 +89,42 @@ class MemoryTaskStore:
                 self._idempotency.pop((record.owner, record.idempotency_key), None)
         return len(doomed)
 
-    async def heartbeat(self, runner: str, ttl: float) -> None:
-        """Remember `runner` as alive until now + `ttl`."""
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """Remember `runner` as alive until now + `ttl`, running `tools` (None: not said)."""
         self._heartbeats[runner] = time.time() + ttl
+        if tools is not None:
+            self._offers[runner] = frozenset(tools)
+
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """Every runner's latest heartbeat (kept for the life of the store)."""
+        return {
+            runner: RunnerOffer(until, self._offers.get(runner)) for runner, until in self._heartbeats.items()
+        }
+
+    async def count_active(self, owner: str) -> int:
+        """How many unexpired active records `owner` has (`CountsActive`)."""
+        now = time.time()
+        return sum(
+            1
+            for r in self._records.values()
+            if r.owner == owner and r.status in ACTIVE_STATUSES and not r.expired(now)
+        )
 
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""
         now = time.time()
         return {runner for runner, until in self._heartbeats.items() if until > now}
 
-    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        """Assign queued records to `runner`, oldest first."""
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """Assign queued records (of `tools`, when given) to `runner`, fairly across owners."""
         now = time.time()
-        queued = sorted(
-            (
-                r
-                for r in self._records.values()
-                if r.runner is None and r.status in ACTIVE_STATUSES and not r.expired(now)
-            ),
-            key=lambda r: r.created_at,
+        wanted = None if tools is None else frozenset(tools)
+        active = [r for r in self._records.values() if r.status in ACTIVE_STATUSES and not r.expired(now)]
+        held = Counter(r.owner for r in active if r.runner is not None)
+        queued = fair_order(
+            (r for r in active if r.runner is None and (wanted is None or r.tool in wanted)), held
         )[: max(limit, 0)]
         claimed = []
         for record in queued:

@@ -46,14 +46,14 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
 from mcptasks.stores._broadcast import LocalBroadcast
-from mcptasks.stores._sql import ACTIVE, NOT_TERMINAL
+from mcptasks.stores._sql import ACTIVE, FAIR_ORDER, NOT_TERMINAL, fair_queue
 from mcptasks.stores.admin import (
     SqlFilter,
     TaskPage,
@@ -66,7 +66,14 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, StoreNotFound, TaskExists, TaskRecord
+from mcptasks.stores.base import (
+    RECORD_COLUMNS,
+    RunnerOffer,
+    SchemaVersionError,
+    StoreNotFound,
+    TaskExists,
+    TaskRecord,
+)
 from mcptasks.stores.extras import MissingExtra
 
 try:
@@ -157,6 +164,37 @@ _COLUMNS = RECORD_COLUMNS
 _TEXT_COLUMNS = ("task_id", "owner", "tool", "runner", "idempotency_key")
 _RETURNED = f"{', '.join(_COLUMNS)}, body"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > {now})"
+
+_OWNER_INDEX = (
+    "CREATE INDEX IF NOT EXISTS tasks_owner_active ON {s}.tasks (owner) "
+    "WHERE status IN ('input_required', 'working')"
+)
+"""The index of `count_active` and fair claims: an index, not a schema version, so a worker of
+an older mcptasks still opens the schema during a rolling deploy."""
+
+
+def _fair_claim(tasks: str, only: str) -> str:
+    """The claim statement: queued rows (also matching `only`) in `FAIR_ORDER`, skipping rows
+    another claimer holds (`SKIP LOCKED`), taken for runner $1, at most $2, at time $3. The
+    queue is ranked once; rows are then locked one by one in rank order until $2 are taken."""
+    unexpired = _UNEXPIRED.format(now="$3")
+    return (
+        f"WITH {fair_queue(tasks, f'{unexpired} {only}', unexpired)}, "
+        "picked AS MATERIALIZED (SELECT t.task_id FROM "
+        f"(SELECT task_id, created_at, turn FROM fair ORDER BY {FAIR_ORDER}) AS f CROSS JOIN LATERAL "
+        f"(SELECT task_id FROM {tasks} WHERE task_id = f.task_id AND runner IS NULL AND {ACTIVE} "
+        "FOR UPDATE SKIP LOCKED) AS t ORDER BY f.turn, f.created_at, f.task_id LIMIT $2) "
+        f"UPDATE {tasks} AS t SET runner = $1, version = t.version + 1 FROM picked "
+        "WHERE t.task_id = picked.task_id RETURNING " + ", ".join(f"t.{c}" for c in (*_COLUMNS, "body"))
+    )
+
+
+_TOOL_ERROR = (
+    "status = 'completed' AND strpos(body::text, '\"isError\":true') > 0 "
+    "AND coalesce((body -> 'result' -> 'isError')::text = 'true', false)"
+)
+"""A row that completed with a tool error (`admin.is_tool_error`), read from its JSON body: the
+substring test (bodies are compact JSON text) spares parsing the bodies of the other completed rows."""
 
 
 # -- the slice of asyncpg this module uses (asyncpg ships no type information) ---------------------
@@ -450,13 +488,27 @@ class PostgresTaskStore:
                 "ON CONFLICT (runner) DO UPDATE SET expires_at = EXCLUDED.expires_at"
             ),
             "live_runners": f"SELECT runner FROM {s}.runners WHERE expires_at > $1",
-            "claim": (
-                f"WITH picked AS MATERIALIZED (SELECT task_id FROM {tasks} "
-                f"WHERE runner IS NULL AND {ACTIVE} AND {_UNEXPIRED.format(now='$3')} "
-                "ORDER BY created_at, task_id LIMIT $2 FOR UPDATE SKIP LOCKED) "
-                f"UPDATE {tasks} AS t SET runner = $1, version = t.version + 1 FROM picked "
-                f"WHERE t.task_id = picked.task_id RETURNING "
-                + ", ".join(f"t.{c}" for c in (*_COLUMNS, "body"))
+            # a table of its own, made by the first offer: no schema version change, so a worker of
+            # an older mcptasks still opens the schema during a rolling deploy. Its rows go with
+            # their runner's (`forget_runners`).
+            "runner_tools_table": (
+                f"CREATE TABLE IF NOT EXISTS {s}.runner_tools (runner text PRIMARY KEY "
+                f"REFERENCES {s}.runners (runner) ON DELETE CASCADE, tools text[] NOT NULL)"
+            ),
+            "offer": (
+                f"INSERT INTO {s}.runner_tools (runner, tools) VALUES ($1, $2) "
+                "ON CONFLICT (runner) DO UPDATE SET tools = EXCLUDED.tools"
+            ),
+            "runner_offers": (
+                f"SELECT r.runner, r.expires_at, t.tools FROM {s}.runners AS r "
+                f"LEFT JOIN {s}.runner_tools AS t ON t.runner = r.runner"
+            ),
+            "runner_leases": f"SELECT runner, expires_at, NULL::text[] FROM {s}.runners",
+            "claim_tools": _fair_claim(tasks, "AND tool = ANY($4::text[])"),
+            "claim": _fair_claim(tasks, ""),
+            "count_active": (
+                f"SELECT count(*) FROM {tasks} WHERE owner = $1 AND {ACTIVE} "
+                f"AND {_UNEXPIRED.format(now='$2')}"
             ),
         }
 
@@ -571,6 +623,7 @@ class PostgresTaskStore:
                 for statement in _MIGRATIONS[version - 1]:
                     await conn.execute(statement.format(s=s))
                 await conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ($1)", version)
+            await conn.execute(_OWNER_INDEX.format(s=s))
         if found != target:
             logger.info("migrated task store schema %r from version %d to %d", self._schema, found, target)
         return found
@@ -673,9 +726,30 @@ class PostgresTaskStore:
         await pool.execute(self._sql["forget_runners"], min(now, time.time()) - RUNNER_RETENTION)
         return deleted
 
-    async def heartbeat(self, runner: str, ttl: float) -> None:
-        """Record `runner` as alive until now + `ttl` (this host's clock)."""
-        await self._pool().execute(self._sql["heartbeat"], runner, time.time() + ttl)
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """Record `runner` as alive until now + `ttl` (this host's clock), running `tools` (None:
+        not said)."""
+        pool = self._pool()
+        await pool.execute(self._sql["heartbeat"], runner, time.time() + ttl)
+        if tools is None:
+            return
+        offered = sorted(tools)
+        try:
+            await pool.execute(self._sql["offer"], runner, offered)
+        except asyncpg.exceptions.UndefinedTableError:
+            # another runner may make it at the same moment
+            with suppress(asyncpg.exceptions.UniqueViolationError, asyncpg.exceptions.DuplicateTableError):
+                await pool.execute(self._sql["runner_tools_table"])
+            await pool.execute(self._sql["offer"], runner, offered)
+
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """The latest heartbeat of every runner not yet forgotten (`RUNNER_RETENTION`)."""
+        pool = self._pool()
+        try:
+            rows = await pool.fetch(self._sql["runner_offers"])
+        except asyncpg.exceptions.UndefinedTableError:  # no runner has offered tools yet
+            rows = await pool.fetch(self._sql["runner_leases"])
+        return {row[0]: RunnerOffer(row[1], None if row[2] is None else frozenset(row[2])) for row in rows}
 
     async def epoch(self) -> str:
         """The id of the data this schema holds, made by the first call over it (a database
@@ -704,27 +778,37 @@ class PostgresTaskStore:
         finally:
             await pool.release(conn)
 
+    async def count_active(self, owner: str) -> int:
+        """How many unexpired active records `owner` has (`CountsActive`; an index lookup)."""
+        return int(await self._pool().fetchval(self._sql["count_active"], owner, time.time()))
+
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""
         rows = await self._pool().fetch(self._sql["live_runners"], time.time())
         return {row[0] for row in rows}
 
-    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        """Assign up to `limit` queued records to `runner`, oldest first, in one statement.
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """Assign up to `limit` queued records (of `tools`, when given) to `runner`, fairly
+        across owners (`TaskStore.claim`), in one statement.
 
         Rows another claimer holds are skipped (`SKIP LOCKED`), so each record goes to exactly one
         claimer; the claimed records' versions are bumped.
         """
         pool = self._pool()
-        if limit <= 0:
+        if limit <= 0 or (tools is not None and not tools):
             return []
-        rows = await pool.fetch(self._sql["claim"], runner, limit, time.time())
+        if tools is None:
+            rows = await pool.fetch(self._sql["claim"], runner, limit, time.time())
+        else:
+            rows = await pool.fetch(self._sql["claim_tools"], runner, limit, time.time(), list(tools))
         return sorted((_record(row) for row in rows), key=lambda r: (r.created_at, r.task_id))
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
         """Matching unexpired records, newest first, one page."""
         limit = check_limit(limit)
-        where = SqlFilter(lambda n: f"${n}")
+        where = SqlFilter(lambda n: f"${n}", _TOOL_ERROR)
         sql = f'SELECT {_RETURNED} FROM "{self._schema}".tasks {where.listing(query, time.time(), after)} '
         sql += f"ORDER BY created_at DESC, task_id DESC LIMIT {where.param(limit + 1)}"
         rows = await self._pool().fetch(sql, *where.params)
@@ -739,9 +823,9 @@ class PostgresTaskStore:
         conn = await pool.acquire()
         try:
             async with conn.transaction(isolation="repeatable_read", readonly=True):
-                counts = await conn.fetch(
-                    f"SELECT tool, status, count(*) FROM {s}.tasks WHERE {_UNEXPIRED.format(now='$1')} "
-                    "GROUP BY tool, status",
+                counts = await conn.fetch(  # tool errors counted in the same scan
+                    f"SELECT tool, status, count(*), count(*) FILTER (WHERE {_TOOL_ERROR}) FROM {s}.tasks "
+                    f"WHERE {_UNEXPIRED.format(now='$1')} GROUP BY tool, status",
                     now,
                 )
                 row = await conn.fetchrow(
@@ -765,6 +849,7 @@ class PostgresTaskStore:
             row[1],
             [(r[0], r[1]) for r in leases],
             [(r[0], r[1]) for r in held],
+            sum(r[3] for r in counts),
         )
 
     async def purge(self, statuses: Collection[str], older_than: float) -> int:

@@ -26,7 +26,10 @@ Key layout (`P` is the `prefix`, default `mcptasks`):
   same Redis expiry as the task's key, deleted with the record.
 - `P:idem:{sha256(owner)[:32]}:{key}` -- string: the id of the task holding that owner's
   idempotency key; same Redis expiry as the task's key.
+- `P:owner:{sha256(owner)[:32]}` -- sorted set of the owner's `working` / `input_required` task
+  ids, score `expires_at` (`+inf`: never), what `count_active` counts.
 - `P:runners` -- sorted set of engine instance ids, score: heartbeat expiry (epoch seconds).
+- `P:offers` -- hash: engine instance id -> JSON list of the task tools it runs (`KeepsOffers`).
 - `P:claim:{call id}` -- list of the ids one `claim` call took, kept `CLAIM_LOG_TTL_MS` so a
   retried call returns the same records instead of taking more.
 - Pub/sub channel `P:changes` -- `publish`/`subscribe` (and `replace_and_publish`, whose script
@@ -43,7 +46,6 @@ sharing a store in sync (the Redis server's clock only drives the backstop key e
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -68,7 +70,7 @@ from mcptasks.stores.admin import (
     page_of,
     stats_of,
 )
-from mcptasks.stores.base import TaskExists, TaskRecord
+from mcptasks.stores.base import OFFER_MEMORY, RunnerOffer, TaskExists, TaskRecord, owner_digest
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.redaction import redact_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -85,9 +87,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv wit
 
 __all__ = [
     "CLAIM_LOG_TTL_MS",
+    "CLAIM_WINDOW",
     "CONNECT_TIMEOUT",
     "KEY_TTL_GRACE_MS",
     "MAX_CLAIM",
+    "MAX_CLAIM_SKIP",
     "MAX_CONNECTIONS",
     "POOL_TIMEOUT",
     "RedisTaskStore",
@@ -121,6 +125,15 @@ first calls after a Redis restart do not fail on connections the old server clos
 MAX_CLAIM = 10_000
 """Most records one `claim` call takes (a larger `limit` is capped)."""
 
+MAX_CLAIM_SKIP = 1_000
+"""Most queued records of other tools one `claim(..., tools=...)` call steps over (looking
+further would hold Redis longer; the next call looks again)."""
+
+CLAIM_WINDOW = 1_000
+"""How many of the oldest claimable queued records one `claim` call ranks to take them fairly
+across owners (at least its `limit`): an owner's task behind more of them than that waits until
+the queue ahead of it is shorter (the SQL stores rank the whole queue)."""
+
 _DELETE_BATCH = 500
 """Expired records one `delete_expired` script run deletes (it runs again while there are more)."""
 
@@ -140,8 +153,8 @@ _RESUBSCRIBE_BACKOFF = (0.1, 5.0)
 # 6 status, 7 "1" if active, 8 "1" if runner is set, 9 runner, 10 created_at, 11 expires_at or "",
 # 12 key expiry (epoch ms) or "", 13 idempotency key name or "", 14 task key prefix;
 # replace adds 15 expected version, and replace_and_publish 16 channel, 17 message.
-# create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 journal, 6 idempotency key (when
-# ARGV[13]).
+# create/replace KEYS: 1 task, 2 active, 3 queued, 4 expiry, 5 journal, 6 the owner's active set,
+# 7 idempotency key (when ARGV[13]).
 # Numbers travel as the strings Python formatted (repr of floats) and are never turned back into
 # strings by Lua, whose number formatting would lose precision.
 
@@ -155,7 +168,7 @@ _STATUS_LUA = _lua_set("ACTIVE", ACTIVE_STATUSES) + _lua_set("TERMINAL", TERMINA
 
 _WRITE_LUA = """
 local function write_record(task, id)
-  local set = {'body', ARGV[4], 'version', ARGV[5], 'status', ARGV[6], 'w', ARGV[2]}
+  local set = {'body', ARGV[4], 'version', ARGV[5], 'status', ARGV[6], 'w', ARGV[2], 'o', KEYS[6]}
   local del = {}
   if ARGV[8] == '1' then
     table.insert(set, 'runner'); table.insert(set, ARGV[9])
@@ -189,6 +202,7 @@ local function write_record(task, id)
     redis.call('PERSIST', KEYS[5])
   end
   if ARGV[7] == '1' then
+    redis.call('ZADD', KEYS[6], ARGV[11] ~= '' and ARGV[11] or '+inf', id)
     redis.call('ZADD', KEYS[2], ARGV[10], id)
     if ARGV[8] == '1' then
       redis.call('ZREM', KEYS[3], id)
@@ -196,15 +210,16 @@ local function write_record(task, id)
       redis.call('ZADD', KEYS[3], ARGV[10], id)
     end
   else
+    redis.call('ZREM', KEYS[6], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
   end
 end
 
--- The unexpired task other than `id` holding the idempotency key KEYS[6], as
+-- The unexpired task other than `id` holding the idempotency key KEYS[7], as
 -- {task_id, body, version, runner}, or false.
 local function live_holder(id, now)
-  local holder = redis.call('GET', KEYS[6])
+  local holder = redis.call('GET', KEYS[7])
   if not holder or holder == id then
     return false
   end
@@ -216,9 +231,9 @@ local function live_holder(id, now)
 end
 
 local function take_idem(id)
-  redis.call('SET', KEYS[6], id)
+  redis.call('SET', KEYS[7], id)
   if ARGV[12] ~= '' then
-    redis.call('PEXPIREAT', KEYS[6], ARGV[12])
+    redis.call('PEXPIREAT', KEYS[7], ARGV[12])
   end
 end
 """
@@ -281,7 +296,9 @@ return 1
 )
 
 # KEYS: 1 queued, 2 active, 3 this call's claim log. ARGV: 1 runner, 2 limit, 3 now,
-# 4 task key prefix, 5 claim log TTL (ms). Returns a flat list: task_id, body, version, ...
+# 4 task key prefix, 5 claim log TTL (ms), 6 the tools to take, a JSON list ("": any), 7 the most
+# claimable ids of other tools one call steps over, 8 how many claimable ids it ranks (the
+# oldest). Returns a flat list: task_id, body, version, ...
 _CLAIM_LUA = (
     _STATUS_LUA
     + """
@@ -299,28 +316,72 @@ if #log > 0 then
 end
 local limit = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
-local taken = 0
-while taken < limit do
-  local ids = redis.call('ZRANGE', KEYS[1], 0, limit - taken - 1)
+local wanted = nil
+if ARGV[6] and ARGV[6] ~= '' then
+  wanted = {}
+  for _, tool in ipairs(cjson.decode(ARGV[6])) do
+    wanted[tool] = true
+  end
+end
+local skipped = 0  -- claimable ids of other tools, left at the head of the queue
+-- Fair across owners: the claimable ids among the oldest ARGV[8] are ranked by their owner's
+-- turn (the owner's active ids not queued here, plus the id's place in the owner's queue).
+local window = tonumber(ARGV[8])
+local cands = {}
+local places = {}
+while #cands < window and skipped <= tonumber(ARGV[7]) do
+  local offset = skipped + #cands
+  local ids = redis.call('ZRANGE', KEYS[1], offset, offset + math.min(window - #cands, 500) - 1)
   if #ids == 0 then
     break
   end
   for _, id in ipairs(ids) do
-    -- every id looked at leaves the queue: claimed, or found not to be claimable
-    redis.call('ZREM', KEYS[1], id)
     local key = ARGV[4] .. id
-    local h = redis.call('HMGET', key, 'status', 'runner', 'expires', 'body')
-    if not h[4] then
-      redis.call('ZREM', KEYS[2], id)
-    elseif ACTIVE[h[1]] and not h[2]
-        and (not h[3] or tonumber(h[3]) > now) then
-      redis.call('HSET', key, 'runner', ARGV[1])
-      local version = redis.call('HINCRBY', key, 'version', 1)
-      redis.call('RPUSH', KEYS[3], id)
-      table.insert(out, id); table.insert(out, h[4]); table.insert(out, version)
-      taken = taken + 1
+    local h = redis.call('HMGET', key, 'status', 'runner', 'expires', 'body', 'o')
+    local claimable = h[4] and ACTIVE[h[1]] and not h[2] and (not h[3] or tonumber(h[3]) > now)
+    local mine = claimable and (not wanted or wanted[cjson.decode(h[4]).tool])
+    if claimable and not mine then
+      skipped = skipped + 1  -- stays queued for a runner of its tool
+    elseif mine then
+      local owner = h[5] or ('~' .. id)  -- written before owners were kept: an owner of its own
+      places[owner] = (places[owner] or 0) + 1
+      table.insert(cands, {id = id, key = key, body = h[4], owner = owner, place = places[owner], at = #cands})
+    else
+      -- not claimable: it leaves the queue (and the active set, when its record is gone)
+      redis.call('ZREM', KEYS[1], id)
+      if not h[4] then
+        redis.call('ZREM', KEYS[2], id)
+      end
     end
   end
+end
+local held = {}
+for owner, queued in pairs(places) do
+  held[owner] = 0
+  if owner:sub(1, 1) ~= '~' then
+    held[owner] = math.max(0, redis.call('ZCOUNT', owner, '(' .. ARGV[3], '+inf') - queued)
+  end
+end
+for _, c in ipairs(cands) do
+  c.turn = held[c.owner] + c.place
+end
+table.sort(cands, function(x, y)
+  if x.turn ~= y.turn then
+    return x.turn < y.turn
+  end
+  return x.at < y.at
+end)
+local taken = 0
+for _, c in ipairs(cands) do
+  if taken >= limit then
+    break
+  end
+  redis.call('ZREM', KEYS[1], c.id)
+  redis.call('HSET', c.key, 'runner', ARGV[1])
+  local version = redis.call('HINCRBY', c.key, 'version', 1)
+  redis.call('RPUSH', KEYS[3], c.id)
+  table.insert(out, c.id); table.insert(out, c.body); table.insert(out, version)
+  taken = taken + 1
 end
 if taken > 0 then
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
@@ -335,9 +396,13 @@ _DELETE_EXPIRED_LUA = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(ids) do
   local key = ARGV[3] .. id
-  local idem = redis.call('HGET', key, 'idem')
+  local kept = redis.call('HMGET', key, 'idem', 'o')
+  local idem = kept[1]
   if idem and redis.call('GET', idem) == id then
     redis.call('DEL', idem)
+  end
+  if kept[2] then
+    redis.call('ZREM', kept[2], id)  -- the owner's active set
   end
   redis.call('DEL', key, ARGV[4] .. id)
   redis.call('ZREM', KEYS[1], id)
@@ -526,6 +591,7 @@ class RedisTaskStore:
         self._queued = f"{prefix}:queued"
         self._expiry = f"{prefix}:expiry"
         self._runners = f"{prefix}:runners"
+        self._offers = f"{prefix}:offers"
         self._channel = f"{prefix}:changes"
         self._create_script: AsyncScript | None = None
         self._replace_script: AsyncScript | None = None
@@ -640,8 +706,11 @@ class RedisTaskStore:
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id
 
+    def _owner_key(self, owner: str) -> str:
+        return f"{self._prefix}:owner:{owner_digest(owner)}"
+
     def _idem_key(self, owner: str, key: str) -> str:
-        digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        digest = owner_digest(owner)
         return f"{self._prefix}:idem:{digest}:{key}"
 
     def _write_args(self, record: TaskRecord, call_id: str, version: int) -> tuple[list[str], list[str]]:
@@ -657,6 +726,7 @@ class RedisTaskStore:
         idem = "" if record.idempotency_key is None else self._idem_key(record.owner, record.idempotency_key)
         keys = [self._key(record.task_id), self._active, self._queued, self._expiry]
         keys.append(self._journal_prefix + record.task_id)
+        keys.append(self._owner_key(record.owner))
         if idem:
             keys.append(idem)
         args = [
@@ -777,14 +847,48 @@ class RedisTaskStore:
             if deleted < _DELETE_BATCH:
                 return total
 
-    async def heartbeat(self, runner: str, ttl: float) -> None:
-        """Record `runner` as alive until now + `ttl` (and forget runners dead for an hour)."""
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """Record `runner` as alive until now + `ttl`, running `tools` (None: not said), and
+        forget runners dead for an hour."""
         client = self._require_open()
         now = time.time()
         async with client.pipeline(transaction=False) as pipe:
             pipe.zadd(self._runners, {runner: now + ttl})
-            pipe.zremrangebyscore(self._runners, "-inf", f"({_float(now - 3600.0)}")
+            pipe.zremrangebyscore(self._runners, "-inf", f"({_float(now - OFFER_MEMORY)}")
+            if tools is not None:
+                pipe.hset(self._offers, runner, json.dumps(sorted(tools)))
             await pipe.execute()
+
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """The latest heartbeat of every runner not yet forgotten (an hour after its lease)."""
+        client = self._require_open()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zrange(self._runners, 0, -1, withscores=True)
+            pipe.hgetall(self._offers)
+            leases, offered = await pipe.execute()
+        tools = {
+            _text(runner): frozenset(json.loads(_text(names)))
+            for runner, names in cast(dict[Any, Any], offered).items()
+        }
+        offers = {
+            _text(runner): RunnerOffer(float(until), tools.get(_text(runner)))
+            for runner, until in cast(list[tuple[Any, float]], leases)
+        }
+        forgotten = [runner for runner in tools if runner not in offers]
+        if forgotten:
+            await client.hdel(self._offers, *forgotten)
+        return offers
+
+    async def count_active(self, owner: str) -> int:
+        """How many unexpired active records `owner` has (`CountsActive`): one round trip, which
+        also drops the ids of records that expired while active from the owner's set."""
+        client = self._require_open()
+        key, now = self._owner_key(owner), _float(time.time())
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zcard(key)
+            _, count = await pipe.execute()
+        return int(count)
 
     async def epoch(self) -> str:
         """The id of the data this store holds, made by the first call over it: a Redis restarted
@@ -804,18 +908,33 @@ class RedisTaskStore:
         )
         return {_text(runner) for runner in runners}
 
-    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        """Assign up to `limit` (at most `MAX_CLAIM`) queued records to `runner` in one atomic
-        step, oldest first, bumping their versions; return them."""
-        return await self._claim(runner, limit, _call_id())
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """Assign up to `limit` (at most `MAX_CLAIM`) queued records (of `tools`, when given) to
+        `runner` in one atomic step, oldest first, bumping their versions; return them. With
+        `tools`, one call steps over at most `MAX_CLAIM_SKIP` queued records of other tools."""
+        return await self._claim(runner, limit, _call_id(), tools)
 
-    async def _claim(self, runner: str, limit: int, call_id: str) -> list[TaskRecord]:
+    async def _claim(
+        self, runner: str, limit: int, call_id: str, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
         self._require_open()
         limit = min(int(limit), MAX_CLAIM)
-        if limit <= 0:
+        if limit <= 0 or (tools is not None and not tools):
             return []
         keys = [self._queued, self._active, f"{self._prefix}:claim:{call_id}"]
-        args = [runner, str(limit), _float(time.time()), self._task_prefix, str(CLAIM_LOG_TTL_MS)]
+        wanted = "" if tools is None else json.dumps(sorted(tools))
+        args = [
+            runner,
+            str(limit),
+            _float(time.time()),
+            self._task_prefix,
+            str(CLAIM_LOG_TTL_MS),
+            wanted,
+            str(MAX_CLAIM_SKIP),
+            str(max(limit, CLAIM_WINDOW)),
+        ]
         reply = cast(Sequence[Any], await self._script(self._claim_script)(keys=keys, args=args))
         return [self._decode(reply[i + 1], reply[i + 2], runner) for i in range(0, len(reply), 3)]
 

@@ -38,7 +38,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import anyio
 
 from mcptasks.stores._broadcast import LocalBroadcast
-from mcptasks.stores._sql import ACTIVE, NOT_TERMINAL
+from mcptasks.stores._sql import ACTIVE, FAIR_ORDER, NOT_TERMINAL, fair_queue
 from mcptasks.stores.admin import (
     SqlFilter,
     TaskPage,
@@ -51,7 +51,14 @@ from mcptasks.stores.admin import (
     split_page,
     stats_from_rows,
 )
-from mcptasks.stores.base import RECORD_COLUMNS, SchemaVersionError, StoreNotFound, TaskExists, TaskRecord
+from mcptasks.stores.base import (
+    RECORD_COLUMNS,
+    RunnerOffer,
+    SchemaVersionError,
+    StoreNotFound,
+    TaskExists,
+    TaskRecord,
+)
 
 __all__ = ["MAX_BATCH", "SCHEMA_VERSION", "SchemaVersionError", "SqliteTaskStore", "migrate"]
 
@@ -118,9 +125,24 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
+_CREATE_RUNNER_TOOLS = (
+    "CREATE TABLE IF NOT EXISTS runner_tools (runner TEXT PRIMARY KEY NOT NULL, tools TEXT NOT NULL)"
+)
+"""The task tools each runner offered (`KeepsOffers`): a JSON list per runner."""
+
+_CREATE_OWNER_INDEX = "CREATE INDEX IF NOT EXISTS tasks_owner_status ON tasks (owner, status)"
+"""The index of `count_active` and fair claims: an index, not a schema version, so a worker of
+an older mcptasks still opens the file during a rolling deploy."""
+
 _COLUMNS = RECORD_COLUMNS
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
+_TOOL_ERROR = (
+    "status = 'completed' AND instr(body, '\"isError\":true') > 0 "
+    "AND json_type(body, '$.result.isError') IS 'true'"
+)
+"""A row that completed with a tool error (`admin.is_tool_error`), read from its JSON body: the
+substring test (bodies are compact JSON) spares parsing the bodies of the other completed rows."""
 
 
 def migrate(conn: sqlite3.Connection, name: str = "database") -> int:
@@ -148,6 +170,7 @@ def migrate(conn: sqlite3.Connection, name: str = "database") -> int:
         for statements in _MIGRATIONS[found:]:
             for statement in statements:
                 conn.execute(statement)
+        conn.execute(_CREATE_OWNER_INDEX)
         if found != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -574,9 +597,10 @@ class SqliteTaskStore:
 
         return await self._execute(delete, write=True)
 
-    async def heartbeat(self, runner: str, ttl: float) -> None:
-        """Record `runner` as alive until now + `ttl`."""
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """Record `runner` as alive until now + `ttl`, running `tools` (None: not said)."""
         until = time.time() + ttl
+        offered = None if tools is None else _dumps(sorted(tools))
 
         def upsert(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -584,6 +608,15 @@ class SqliteTaskStore:
                 "ON CONFLICT (runner) DO UPDATE SET expires_at = excluded.expires_at",
                 (runner, until),
             )
+            if offered is not None:
+                # a table of its own, made by the first offer: no schema version change, so a
+                # worker of an older mcptasks still opens the file during a rolling deploy
+                conn.execute(_CREATE_RUNNER_TOOLS)
+                conn.execute(
+                    "INSERT INTO runner_tools (runner, tools) VALUES (?, ?) "
+                    "ON CONFLICT (runner) DO UPDATE SET tools = excluded.tools",
+                    (runner, offered),
+                )
 
         await self._execute(upsert, write=True, point=True)
 
@@ -612,6 +645,16 @@ class SqliteTaskStore:
         found = await self._execute(read, write=False, point=True)
         return found if found is not None else await self._execute(mark, write=True, point=True)
 
+    async def count_active(self, owner: str) -> int:
+        """How many unexpired active records `owner` has (`CountsActive`; an index lookup)."""
+        now = time.time()
+
+        def count(conn: sqlite3.Connection) -> int:
+            query = f"SELECT count(*) FROM tasks WHERE owner = ? AND {ACTIVE} AND {_UNEXPIRED}"
+            return int(conn.execute(query, (owner, now)).fetchone()[0])
+
+        return await self._execute(count, write=False, point=True)
+
     async def live_runners(self) -> set[str]:
         """Runners with an unexpired heartbeat."""
         now = time.time()
@@ -621,15 +664,43 @@ class SqliteTaskStore:
 
         return await self._execute(select, write=False, point=True)
 
-    async def claim(self, runner: str, limit: int) -> list[TaskRecord]:
-        """Assign up to `limit` queued records to `runner` in one transaction, oldest first."""
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """Every runner's latest heartbeat (the file keeps them all)."""
+
+        def select(conn: sqlite3.Connection) -> dict[str, RunnerOffer]:
+            try:
+                rows = conn.execute(
+                    "SELECT r.runner, r.expires_at, t.tools FROM runners AS r "
+                    "LEFT JOIN runner_tools AS t ON t.runner = r.runner"
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                rows = [(*row, None) for row in conn.execute("SELECT runner, expires_at FROM runners")]
+            return {
+                runner: RunnerOffer(until, None if tools is None else frozenset(json.loads(tools)))
+                for runner, until, tools in rows
+            }
+
+        return await self._execute(select, write=False)
+
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """Assign up to `limit` queued records (of `tools`, when given) to `runner` in one
+        transaction, fairly across owners (`TaskStore.claim`)."""
         now = time.time()
+        wanted = () if tools is None else tuple(tools)
+        of_tools = "" if tools is None else f"AND tool IN ({', '.join('?' for _ in wanted)}) "
 
         def take(conn: sqlite3.Connection) -> list[TaskRecord]:
+            if tools is not None and not wanted:
+                return []
+            fair = fair_queue("tasks", f"{_UNEXPIRED} {of_tools}", _UNEXPIRED)
             rows = conn.execute(
-                f"{_SELECT} WHERE runner IS NULL AND {ACTIVE} "
-                f"AND {_UNEXPIRED} ORDER BY created_at, task_id LIMIT ?",
-                (now, max(limit, 0)),
+                f"WITH {fair} SELECT {', '.join(f'tasks.{c}' for c in _COLUMNS)}, tasks.body "
+                f"FROM tasks JOIN fair ON fair.task_id = tasks.task_id ORDER BY {FAIR_ORDER} LIMIT ?",
+                (now, *wanted, now, max(limit, 0)),
             ).fetchall()
             claimed = []
             for row in rows:
@@ -648,7 +719,7 @@ class SqliteTaskStore:
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
         """Matching unexpired records, newest first, one page."""
         limit = check_limit(limit)
-        where = SqlFilter(lambda n: f"?{n}")
+        where = SqlFilter(lambda n: f"?{n}", _TOOL_ERROR)
         sql = f"{_SELECT} {where.listing(query, time.time(), after)} ORDER BY created_at DESC, task_id DESC "
         sql += f"LIMIT {where.param(limit + 1)}"
 
@@ -674,8 +745,12 @@ class SqliteTaskStore:
             held = conn.execute(
                 f"SELECT runner, count(*) FROM tasks WHERE runner IS NOT NULL AND {active} GROUP BY runner",
                 (now,),
-            )
-            return stats_from_rows(counts, oldest, queued, leases.fetchall(), held.fetchall())
+            ).fetchall()
+            # parses the body of completed rows only (the status index finds them)
+            (tool_errors,) = conn.execute(
+                f"SELECT count(*) FROM tasks WHERE {_TOOL_ERROR} AND {_UNEXPIRED}", (now,)
+            ).fetchone()
+            return stats_from_rows(counts, oldest, queued, leases.fetchall(), held, tool_errors)
 
         return await self._execute(aggregate, write=False)
 

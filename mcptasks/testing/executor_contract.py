@@ -147,6 +147,10 @@ class ExecutorContract:
     """How long the no-worker test watches a task to see that nothing runs it."""
     lease_ttl: ClassVar[float] = 3.0
     """The engines' lease (an executor may derive its heartbeat timeout from it)."""
+    no_worker_timeout: ClassVar[float] = 2.0
+    """The engines' `no_worker_timeout`: how long a task whose tool no worker offers waits before
+    it fails (the unknown-tool test); a worker lacking the tool raises `NotServedHere`, which the
+    executor must answer by running the task elsewhere (or retrying later), never by failing it."""
 
     @pytest.fixture
     def anyio_backend(self) -> str:
@@ -193,6 +197,7 @@ class ExecutorContract:
             input_poll_interval=0.5,
             recover_orphans=recover,
             immediate_results=False,
+            no_worker_timeout=self.no_worker_timeout,
         )
         return TaskEngine(store, config=config, tools=kit.known if working else ())
 
@@ -357,6 +362,8 @@ class ExecutorContract:
 
     @pytest.mark.anyio
     async def test_an_unknown_tool_fails_the_task_naming_it(self, tmp_path: Path) -> None:
+        """No worker offers the tool: after `no_worker_timeout` the task fails naming it, and
+        no body ran."""
         kit = contract_tools()
         async with self._engines(tmp_path, kit) as (serving, _):
             record = await serving.start(kit.unknown, {}, owner=OWNER)

@@ -41,7 +41,7 @@ import anyio
 import pytest
 
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import KeepsJournal, TaskExists, TaskRecord, TaskStore
+from mcptasks.stores.base import CountsActive, KeepsJournal, TaskExists, TaskRecord, TaskStore, keeps_offers
 
 __all__ = ["StoreContract"]
 
@@ -115,6 +115,11 @@ class StoreContract:
     """Set True when the store refuses use before `open()` and after `close()` with a
     `RuntimeError` ("not open" / "closed") and can be opened again once closed: enables the
     lifecycle tests (needs `unopened`)."""
+
+    counts_tool_errors: ClassVar[bool] = True
+    """Set False when `stats()` leaves `TaskStats.tool_errors` None (the store cannot count the
+    tasks that completed with `isError: true`: the dashboard then shows "-"); its `list_tasks`
+    must still honour `TaskQuery.tool_error`."""
 
     timeout: ClassVar[float] = 10.0
     """Upper bound, in seconds, for waits on notifications (never a synchronisation delay)."""
@@ -574,6 +579,92 @@ class StoreContract:
         assert len(taken) == len(set(taken)) == 20
         assert set(taken) == ids
 
+    @pytest.mark.anyio
+    async def test_claim_is_fair_across_owners(self, store: TaskStore) -> None:
+        # alice queued a backlog before bob's one task and already has one running: bob's task
+        # goes first, then alice's oldest, and an owner's records always go oldest first
+        now = time.time()
+        await store.create(_record(owner="alice", runner="worker-0", created_at=now - 30))
+        backlog = [await store.create(_record(owner="alice", created_at=now - 20 + i)) for i in range(4)]
+        bobs = await store.create(_record(owner="bob", created_at=now - 5))
+        first = await store.claim("worker-1", 1)
+        assert [r.task_id for r in first] == [bobs.task_id]
+        assert [r.task_id for r in await store.claim("worker-1", 1)] == [backlog[0].task_id]
+        late = await store.create(_record(owner="carol", created_at=now))
+        # carol holds nothing: her task goes before alice's next one (alice holds two now)
+        assert [r.task_id for r in await store.claim("worker-2", 1)] == [late.task_id]
+        rest = await store.claim("worker-2", 10)
+        assert sorted(r.task_id for r in rest) == sorted(r.task_id for r in backlog[1:])
+
+    @pytest.mark.anyio
+    async def test_count_active_counts_an_owners_queued_and_running_tasks(self, store: TaskStore) -> None:
+        if not isinstance(store, CountsActive):
+            pytest.skip("this store does not count active tasks (count_active)")
+        assert await store.count_active("alice") == 0
+        await store.create(_record(owner="alice"))  # queued
+        await store.create(_record(owner="alice", runner="worker-1"))  # running
+        asking = await store.create(_record(owner="alice", runner="worker-1"))
+        assert await store.replace(asking.evolve(status="input_required"), expected_version=0)
+        ending = await store.create(_record(owner="alice"))
+        assert await store.replace(ending.evolve(status="completed"), expected_version=0)
+        await store.create(_record(owner="alice", status="cancelled"))
+        await store.create(_record(owner="alice", created_at=time.time() - 10, ttl_ms=1))  # expired
+        await store.create(_record(owner="bob"))
+        assert await store.count_active("alice") == 3
+        assert await store.count_active("bob") == 1
+        assert await store.count_active("carol") == 0
+
+    # -- tool offers (`KeepsOffers`: rolling deploys) ------------------------------------------
+
+    @pytest.mark.anyio
+    async def test_claim_with_tools_takes_only_records_of_those_tools(self, store: TaskStore) -> None:
+        offers = keeps_offers(store)
+        if offers is None:
+            pytest.skip("this store keeps no tool offers (runner_offers)")
+        now = time.time()
+        other = [await store.create(_record(tool="new_tool", created_at=now - 20 + i)) for i in range(3)]
+        mine = [await store.create(_record(tool="old_tool", created_at=now - 10 + i)) for i in range(2)]
+        assert await offers.claim("worker-old", 10, tools=[]) == []
+        claimed = await offers.claim("worker-old", 10, tools=["old_tool", "unknown_tool"])
+        assert sorted(r.task_id for r in claimed) == sorted(r.task_id for r in mine)
+        assert await offers.claim("worker-old", 10, tools=["old_tool"]) == []
+        for record in other:  # left queued for a runner of their tool
+            stored = await store.get(record.task_id)
+            assert stored is not None and stored.runner is None and stored.version == 0
+        rest = await offers.claim("worker-new", 10, tools=("new_tool",))
+        assert sorted(r.task_id for r in rest) == sorted(r.task_id for r in other)
+        assert all(r.runner == "worker-new" for r in rest)
+
+    @pytest.mark.anyio
+    async def test_claim_without_tools_still_takes_any_tool(self, store: TaskStore) -> None:
+        offers = keeps_offers(store)
+        if offers is None:
+            pytest.skip("this store keeps no tool offers (runner_offers)")
+        ids = {(await store.create(_record(tool=f"tool-{i}"))).task_id for i in range(3)}
+        assert {r.task_id for r in await offers.claim("worker-1", 10, tools=None)} == ids
+
+    @pytest.mark.anyio
+    async def test_runner_offers_keep_each_runners_latest_tools_and_lease(self, store: TaskStore) -> None:
+        offers = keeps_offers(store)
+        if offers is None:
+            pytest.skip("this store keeps no tool offers (runner_offers)")
+        before = time.time()
+        await offers.heartbeat("runner-a", 60.0, tools=["b_tool", "a_tool"])
+        await offers.heartbeat("runner-gone", -5.0, tools=["old_tool"])
+        await store.heartbeat("runner-silent", 60.0)  # an older mcptasks: says nothing
+        await offers.heartbeat("runner-idle", 60.0, tools=[])  # a serving-only replica
+        seen = await offers.runner_offers()
+        assert seen["runner-a"].tools == frozenset({"a_tool", "b_tool"})
+        assert seen["runner-a"].until >= before + 60.0
+        assert seen["runner-gone"].tools == frozenset({"old_tool"})
+        assert seen["runner-gone"].until < time.time()  # gone, but its last offer is remembered
+        assert seen["runner-silent"].tools is None
+        assert seen["runner-idle"].tools == frozenset()
+        await offers.heartbeat("runner-a", 60.0, tools=["c_tool"])
+        await offers.heartbeat("runner-a", 60.0)  # says nothing: the last offer stands
+        assert (await offers.runner_offers())["runner-a"].tools == frozenset({"c_tool"})
+        assert {"runner-a", "runner-silent", "runner-idle"} <= await store.live_runners()
+
     # -- durability (only when `durable = True`) -----------------------------------------------
 
     @pytest.mark.anyio
@@ -802,6 +893,39 @@ class StoreContract:
         assert stats.to_dict()["runners"]["runner-a"]["active_tasks"] == 2
 
     @pytest.mark.anyio
+    async def test_tool_errors_are_counted_and_filtered(self, store: TaskStore) -> None:
+        base = time.time() - 1000.0
+        failing = {"content": [{"type": "text", "text": "disk full"}], "isError": True}
+        records = {
+            "err": _record(status="completed", result=failing, created_at=base + 1),
+            "ok": _record(status="completed", result={"content": [], "isError": False}, created_at=base + 2),
+            "bare": _record(status="completed", created_at=base + 3),  # no result at all
+            "text": _record(
+                status="completed", result={"content": [], "isError": "true"}, created_at=base + 4
+            ),
+            "failed": _record(status="failed", error={"code": -32603, "message": "x"}, created_at=base + 5),
+            "busy": _record(status="working", created_at=base + 6),
+            "gone": _record(status="completed", result=failing, created_at=base, ttl_ms=1),
+        }
+        for record in records.values():
+            await store.create(record)
+        stats = await store.stats()
+        counted = 1 if self.counts_tool_errors else None
+        assert stats.tool_errors == counted and stats.by_status["completed"] == 4
+        assert stats.to_dict()["tool_errors"] == counted
+
+        async def ids(query: TaskQuery) -> set[str]:
+            return {record.task_id for record in (await store.list_tasks(query)).records}
+
+        assert await ids(TaskQuery(tool_error=True)) == {records["err"].task_id}
+        others = {records[k].task_id for k in ("ok", "bare", "text", "failed", "busy")}
+        assert await ids(TaskQuery(tool_error=False)) == others
+        assert await ids(TaskQuery(tool_error=True, statuses=frozenset({"failed"}))) == set()
+        assert await ids(TaskQuery(tool_error=False, statuses=frozenset({"completed"}))) == {
+            records[k].task_id for k in ("ok", "bare", "text")
+        }
+
+    @pytest.mark.anyio
     async def test_stats_of_an_empty_store(self, store: TaskStore) -> None:
         stats = await store.stats()
         assert (stats.by_status, stats.by_tool, stats.oldest_active, stats.queued, stats.runners) == (
@@ -811,6 +935,7 @@ class StoreContract:
             0,
             {},
         )
+        assert stats.tool_errors == (0 if self.counts_tool_errors else None)
 
     @pytest.mark.anyio
     async def test_purge_deletes_old_terminal_records_only(self, store: TaskStore) -> None:

@@ -129,16 +129,28 @@ def test_list_table_escapes_control_characters_and_hides_owners(
 def test_show_and_stats_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record = TaskRecord(task_id="t-2", owner="bob", tool="build", created_at=time.time() - 7200)
     waiting = record.evolve(status="input_required", status_message="need a token")
+    broken = {"content": [{"type": "text", "text": "no such branch"}], "isError": True}
     url = seeded_sqlite(
-        tmp_path / "t.db", waiting, TaskRecord(task_id="t-3", owner="bob", tool="lint", status="failed")
+        tmp_path / "t.db",
+        waiting,
+        TaskRecord(task_id="t-3", owner="bob", tool="lint", status="failed"),
+        TaskRecord(task_id="t-4", owner="bob", tool="lint", status="completed", result=broken),
     )
     assert main(["admin", "show", "t-2", "--store", url]) == 0
     out = capsys.readouterr().out
     assert "taskId:" in out and "input_required  need a token" in out and "created" in out
     assert main(["admin", "stats", "--store", url]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["TOOL", "WORKING", "INPUT_REQUIRED", "FAILED", "TOTAL"]
+    assert out.splitlines()[0].split() == [
+        "TOOL",
+        "WORKING",
+        "INPUT_REQUIRED",
+        "COMPLETED",
+        "FAILED",
+        "TOTAL",
+    ]
     assert "(all)" in out and "oldest active:" in out and "2h0" in out and "live runners: none" in out
+    assert "tool errors (completed with isError): 1\n" in out
 
 
 async def _seed_journal(url: str, record: TaskRecord, entries: list[str]) -> None:

@@ -24,18 +24,22 @@ from typing import Any
 import anyio
 import pytest
 from browser import Browser, chromium_or_skip
-from operator_stores import store_url, workload
+from operator_stores import seeded_sqlite, store_url, workload
 from processes import ROOT, clean_env, free_port, stop, wait_accepting
 from sdk_helpers import serve_http
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from mcptasks import TaskRecord
 from mcptasks.cli.dashboard import is_loopback
 from mcptasks.dashboard import dashboard_app
+from mcptasks.dashboard.login import FREE_FAILURES, MAX_LOCKOUT, Throttle
+from mcptasks.dashboard.views import PREVIEW_CHARS
 
 __all__ = ["store_url"]
 
-TOKEN = "operator-s3cret"
+TOKEN = "operator-s3cret-9fQ2xLw7ZkT4mVb8RjN3"
+"""Strong enough for a dashboard beyond loopback (32 characters or more, varied)."""
 
 
 @contextmanager
@@ -69,6 +73,11 @@ def dashboard(
         stop(process)
 
 
+def dashboard_command(tmp_path: Path, *args: str) -> list[str]:
+    """`mcptasks dashboard` on a (missing) SQLite store in `tmp_path`, with `args`."""
+    return [sys.executable, "-m", "mcptasks", "dashboard", "--store", f"sqlite:///{tmp_path / 'x.db'}", *args]
+
+
 def http(method: str, url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
     """One request; (status, body, headers) whatever the status."""
     request = urllib.request.Request(url, method=method, headers=headers or {})
@@ -80,12 +89,22 @@ def http(method: str, url: str, headers: dict[str, str] | None = None) -> tuple[
 
 
 def raw(
-    method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None
+    method: str,
+    url: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    source: str | None = None,
 ) -> tuple[int, str, list[tuple[str, str]]]:
     """One request, redirects not followed; (status, body, header pairs) whatever the status.
-    A `Host` in `headers` replaces the one of `url` (which is always on 127.0.0.1)."""
+    A `Host` in `headers` replaces the one of `url` (which is always on 127.0.0.1); `source` is
+    the loopback address to send from (another client address than 127.0.0.1)."""
     parts = urllib.parse.urlsplit(url)
-    connection = HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    connection = HTTPConnection(
+        parts.hostname or "127.0.0.1",
+        parts.port,
+        timeout=30,
+        source_address=None if source is None else (source, 0),
+    )
     try:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         connection.request(method, path, body=body, headers=headers or {})
@@ -130,6 +149,7 @@ async def test_dashboard_in_a_real_browser(store_url: str, tmp_path: Path) -> No
                     "working": "1",
                     "input_required": "1",
                     "completed": "1",
+                    "tool_error": "0",
                     "failed": "1",
                     "cancelled": "0",
                 }
@@ -436,14 +456,7 @@ async def test_beyond_loopback_reading_needs_the_operator_login(tmp_path: Path) 
                 status, _, headers = await ask("POST", "login", *login_form(TOKEN, elsewhere))
                 assert status == 303 and header(headers, "Location") == ["/"], elsewhere
             # a cookie is only good as the dashboard made it
-            expires, _, mac = value.partition(".")
-            for forged in (
-                f"{expires}.{mac[:-1]}{'0' if mac[-1] != '0' else '1'}",
-                f"{int(expires) + 1}.{mac}",
-                f"1.{mac}",
-                TOKEN,
-                "",
-            ):
+            for forged in (f"{value[:-1]}{'A' if value[-1] != 'A' else 'B'}", value[1:], TOKEN, ""):
                 assert (await ask("GET", "api/summary", {"Cookie": f"{name}={forged}"}))[0] == 401, forged
             # cancelling still needs the token in its header, a login is not enough
             cancel = f"api/tasks/{working}/cancel"
@@ -453,11 +466,15 @@ async def test_beyond_loopback_reading_needs_the_operator_login(tmp_path: Path) 
             assert record is not None and record.status == "working"
             status, body, _ = await ask("POST", cancel, {**session, **own, "X-Operator-Token": TOKEN})
             assert status == 200 and json.loads(body)["status"] == "cancelled"
-            # logging out forgets the cookie
+            # logging out forgets the cookie and ends the session: the old cookie is refused
             status, _, headers = await ask("POST", "logout", {**session, **own})
             assert status == 303 and header(headers, "Location") == ["/"]
             [cleared] = header(headers, "Set-Cookie")
             assert cleared.startswith("mcptasks_dashboard=") and "max-age=0" in cleared.lower()
+            for path in ("api/summary", f"api/tasks/{working}"):
+                assert (await ask("GET", path, session))[0] == 401, path
+            status, page, _ = await ask("GET", "", session)
+            assert status == 401 and 'id="login"' in page
             assert TOKEN not in "".join(everything)
         logs = await run(lambda: "".join(log.read_text() for log in tmp_path.glob("dashboard-*.log")))
         assert "login required to read" in logs and TOKEN not in logs
@@ -517,15 +534,7 @@ def test_the_app_refuses_unusable_settings() -> None:
     ],
 )
 def test_cli_refuses_unsafe_or_useless_setups(tmp_path: Path, args: list[str], message: str) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "mcptasks",
-        "dashboard",
-        "--store",
-        f"sqlite:///{tmp_path / 'x.db'}",
-        *args,
-    ]
+    command = dashboard_command(tmp_path, *args)
     done = subprocess.run(command, capture_output=True, text=True, env=clean_env(), timeout=120, check=False)
     assert done.returncode == 2 and message in done.stderr
 
@@ -816,5 +825,152 @@ async def test_the_overview_chart_spans_its_card_with_readable_axes(tmp_path: Pa
             assert cells[ids["completed"]] == ["15 min ago", "3 min 20 s", False]
             assert cells[ids["working"]][0].endswith(" s ago") and cells[ids["working"]][2] is True
             assert cells[ids["input_required"]][0] == "3 min ago"
+        finally:
+            await run(browser.close)
+
+
+@pytest.mark.anyio
+async def test_wrong_tokens_are_throttled_per_client_address(tmp_path: Path) -> None:
+    url = await run(seeded_sqlite, tmp_path / "t.db", TaskRecord(task_id="t-1", owner="bob", tool="build"))
+    now = [1000.0]
+    app = dashboard_app(url, token=TOKEN, protect_reads=True, login_throttle=Throttle(clock=lambda: now[0]))
+    attacker = "127.0.0.2"  # another client address on loopback
+    async with serve_http(app, "/") as base:
+
+        async def guess(token: str, source: str = attacker) -> tuple[int, str, list[tuple[str, str]]]:
+            answer: tuple[int, str, list[tuple[str, str]]] = await run(
+                raw, "POST", f"{base}login", *login_form(token), source
+            )
+            return answer
+
+        for _ in range(FREE_FAILURES + 1):
+            status, page, _ = await guess("guess")
+            assert status == 401 and "not the operator token" in page
+        # now the address waits: every way of sending a token gets 429, and a right one is not even
+        # compared (it would tell itself apart)
+        status, page, headers = await guess(TOKEN)
+        assert status == 429 and header(headers, "Retry-After") == ["1"] and not header(headers, "Set-Cookie")
+        assert "Too many wrong tokens from your address: try again in 1 s." in page
+        for method, path, sent in (
+            ("GET", "api/summary", {"Authorization": f"Bearer {TOKEN}"}),
+            ("GET", "", {"Authorization": f"Bearer {TOKEN}"}),
+            ("POST", "api/tasks/t-1/cancel", {"X-Operator-Token": TOKEN}),
+        ):
+            status, _, headers = await run(raw, method, base + path, sent, None, attacker)
+            assert status == 429 and header(headers, "Retry-After") == ["1"], path
+        # the operator at another address is not slowed down
+        status, _, headers = await guess(TOKEN, "127.0.0.1")
+        assert status == 303 and header(headers, "Set-Cookie")
+        # each wrong token after a wait doubles the next wait, up to a minute
+        for wait in (2, 4, 8, 16, 32, 60, 60):
+            now[0] += MAX_LOCKOUT
+            assert (await guess("guess"))[0] == 401
+            status, _, headers = await guess(TOKEN)
+            assert status == 429 and header(headers, "Retry-After") == [str(wait)]
+        # once the wait is over, the right token gets in and clears the count
+        now[0] += MAX_LOCKOUT
+        status, _, headers = await guess(TOKEN)
+        assert status == 303 and header(headers, "Set-Cookie")
+        assert [(await guess("guess"))[0] for _ in range(FREE_FAILURES)] == [401] * FREE_FAILURES
+
+
+@pytest.mark.anyio
+async def test_a_weak_token_is_refused_beyond_loopback_only(tmp_path: Path) -> None:
+    for weak in ("operator-s3cret", "a" * 40, "abab" * 10):
+        with pytest.raises(ValueError, match=r"too weak to protect reads.*secrets\.token_urlsafe"):
+            dashboard_app("sqlite:///unused.db", token=weak, protect_reads=True)
+    done = await anyio.run_process(
+        dashboard_command(tmp_path, "--host", "0.0.0.0"),
+        check=False,
+        env=clean_env(MCPTASKS_DASHBOARD_TOKEN="operator-s3cret"),
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().strip().splitlines() == [
+        "mcptasks dashboard: error: refusing to listen on 0.0.0.0 with a weak operator token (it has 15 "
+        "characters, fewer than 32): beyond loopback it guards reading too; generate one with: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    ]
+    # on loopback a short token still enables the cancel button
+    url = await run(seeded_sqlite, tmp_path / "t.db", TaskRecord(task_id="t-1", owner="bob", tool="build"))
+    with dashboard(url, tmp_path, token="s3cret") as base:
+        status, body, _ = await run(
+            http, "POST", f"{base}api/tasks/t-1/cancel", {"X-Operator-Token": "s3cret"}
+        )
+        assert status == 200 and json.loads(body)["status"] == "cancelled"
+
+
+TOOL_ERROR_MESSAGE = (
+    "Traceback (most recent call last): "
+    + "x" * 200
+    + "\n"
+    + "\n".join(f'  File "job.py", line {n}, in step_{n}' for n in range(40))
+)
+
+
+@pytest.mark.anyio
+async def test_a_tool_error_has_its_own_badge_count_and_filter(tmp_path: Path) -> None:
+    executable = chromium_or_skip()
+    failing = {"content": [{"type": "text", "text": "no such branch"}], "isError": True}
+    created = 1_700_000_000.0
+    ok = TaskRecord(task_id="t-ok", owner="bob", tool="build", created_at=created).evolve(
+        status="completed", result={"content": [], "isError": False}
+    )
+    bad = TaskRecord(task_id="t-bad", owner="bob", tool="build", created_at=created + 1).evolve(
+        status="completed", status_message=TOOL_ERROR_MESSAGE, result=failing
+    )
+    busy = TaskRecord(task_id="t-busy", owner="bob", tool="build", created_at=created + 2)
+    url = await run(seeded_sqlite, tmp_path / "t.db", ok, bad, busy)
+    shown = TOOL_ERROR_MESSAGE[: PREVIEW_CHARS - 1] + "\u2026"
+    with dashboard(url, tmp_path, token=None) as base:
+        status, body, _ = await run(http, "GET", f"{base}api/summary?status=tool_error")
+        data = json.loads(body)
+        assert status == 200 and [t["taskId"] for t in data["tasks"]] == ["t-bad"]
+        assert data["toolErrors"] == 1 and data["counts"]["completed"] == 2
+        assert data["kinds"] == {
+            "working": 1,
+            "input_required": 0,
+            "completed": 1,
+            "tool_error": 1,
+            "failed": 0,
+            "cancelled": 0,
+        }
+        [row] = data["tasks"]
+        assert row["kind"] == "tool_error" and row["toolError"] and row["messagePreview"] == shown
+        status, body, _ = await run(http, "GET", f"{base}api/summary?status=completed")
+        assert [t["taskId"] for t in json.loads(body)["tasks"]] == ["t-ok"]
+        browser = await run(Browser, executable)
+        try:
+            js = browser.evaluate
+            await run(browser.open, base)
+            for render in ("server", "script"):
+                if render == "script":
+                    await run(browser.wait_until, "Number(document.body.dataset.updates) >= 1")
+                card = await run(
+                    js, "document.querySelector('.count[data-status=tool_error] .n').textContent"
+                )
+                assert card == "1", render
+                assert (
+                    await run(js, "document.querySelector('.count[data-status=completed] .n').textContent")
+                    == "1"
+                )
+                cell = "document.querySelector('tr[data-task-id=t-bad] td .status')"
+                assert await run(js, f"{cell}.textContent") == "tool error", render
+                color = await run(js, f"getComputedStyle({cell}).backgroundColor")
+                assert color == "rgb(194, 24, 91)", render  # not the green of completed
+                message = "document.querySelector('tr[data-task-id=t-bad] .message')"
+                assert await run(js, f"{message}.textContent") == shown, render
+                assert "whole message" in await run(js, f"{message}.title")
+            await run(
+                js,
+                "(() => { const s = document.getElementById('f-status'); s.value = 'tool_error'; s.dispatchEvent(new Event('change')); })()",
+            )
+            await run(browser.wait_until, "document.querySelectorAll('#tasks tbody tr').length === 1")
+            assert await run(js, "document.querySelector('#tasks tbody tr').dataset.taskId") == "t-bad"
+            assert await run(js, "location.search") == "?status=tool_error"
+            await run(browser.open, f"{base}tasks/t-bad")
+            assert await run(js, "document.getElementById('d-status').textContent") == "tool error"
+            assert (
+                await run(js, "document.getElementById('d-statusMessage').textContent") == TOOL_ERROR_MESSAGE
+            )
         finally:
             await run(browser.close)

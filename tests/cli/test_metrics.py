@@ -1,9 +1,11 @@
 """`mcptasks serve --metrics-port`: a real server on 127.0.0.1, real tasks through the SDK client,
-the metrics endpoint scraped over HTTP while they run and after (exact counter values), and the
-Host check (421) of the other HTTP surfaces."""
+the metrics endpoint scraped over HTTP while they run and after (exact counter values), label
+values bounded whatever clients answer, the Host check (421) of the other HTTP surfaces, and the
+one error line without the `metrics` extra."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,14 @@ from doc_blocks import blocks
 from helpers import accept
 from mcp import Client
 from mcp.client.extension import advertise
-from processes import ROOT, free_port, serving_http, wait_accepting
+from processes import ROOT, clean_env, cli_command, free_port, serving_http, wait_accepting
+from prometheus_client.parser import text_string_to_metric_families
 from sdk_helpers import Tasks, answered_by_hand
 
+from mcptasks._runtime.failures import FAILURE_LABELS
+
 CONFORMANCE = str(ROOT / "examples" / "conformance_server.py")
+HELLO = str(ROOT / "examples" / "hello.py")
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
 TIMEOUT = 60.0
 """Upper bound of every wait; never a synchronisation delay."""
@@ -99,16 +105,96 @@ async def test_the_metrics_endpoint_counts_tasks_while_they_run_and_after(tmp_pa
     assert after['mcptasks_tasks_completed_total{tool="confirm_delete"}'] == 1
     assert after['mcptasks_tasks_completed_total{tool="failing_job"}'] == 1
     assert after['mcptasks_tasks_tool_errors_total{tool="failing_job"}'] == 1
-    assert after['mcptasks_tasks_failed_total{tool="protocol_error_job",reason="-32603"}'] == 1
+    assert after['mcptasks_tasks_failed_total{reason="-32603",tool="protocol_error_job"}'] == 1
     assert after['mcptasks_tasks_waiting_for_input{tool="confirm_delete"}'] == 0
-    assert after['mcptasks_task_duration_seconds_count{tool="slow_compute",status="cancelled"}'] == 1
+    assert after['mcptasks_task_duration_seconds_count{status="cancelled",tool="slow_compute"}'] == 1
     assert (
-        after['mcptasks_task_duration_seconds_bucket{tool="slow_compute",status="completed",le="+Inf"}'] == 1
+        after['mcptasks_task_duration_seconds_bucket{le="+Inf",status="completed",tool="slow_compute"}'] == 1
     )
     assert after['mcptasks_task_requests_total{method="tasks/update",tool="confirm_delete"}'] == 1
     assert after['mcptasks_task_requests_total{method="tasks/cancel",tool="slow_compute"}'] == 1
     assert after["mcptasks_store_up"] == 1
     assert sum(value for key, value in after.items() if key.startswith("mcptasks_tasks_created_total")) == 5
+
+
+REFUSALS = 5
+REASON_BYTES = 1_000_000
+"""Clients answer questions with error objects this large (under the request bound)."""
+
+
+def label_values(text: str) -> dict[str, set[str]]:
+    """Every value each label name takes in a Prometheus text exposition (parsed by prometheus-client)."""
+    values: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for name, value in sample.labels.items():
+                values.setdefault(name, set()).add(value)
+    return values
+
+
+@pytest.mark.anyio
+async def test_error_answers_from_clients_make_one_bounded_label_and_a_small_scrape(tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    log = tmp_path / "server.log"
+    extra = ("--metrics-port", str(metrics_port))
+    with serving_http(CONFORMANCE, port=port, log=log, extra=extra, cwd=tmp_path) as server:
+        wait_accepting(server, metrics_port, log)
+        assert f"  metrics   {metrics} (Prometheus text format)" in log.read_text()
+        async with (
+            Client(
+                f"http://127.0.0.1:{port}/mcp",
+                extensions=[advertise(EXTENSION_ID)],
+                elicitation_callback=answered_by_hand,
+            ) as client,
+            httpx2.AsyncClient(timeout=TIMEOUT) as http,
+        ):
+            tasks = Tasks(client)
+            for index in range(REFUSALS):
+                task_id = (await tasks.start("confirm_delete", {"filename": f"{index}.txt"}))["taskId"]
+                (key,) = (await tasks.wait_input(task_id, count=1))["inputRequests"]
+                # a huge reason of its own per task, odd codes, and one posing as the server's reason
+                reason = "worker_lost" if index == 0 else f"{index}:" + "x" * REASON_BYTES
+                refusal = {"code": -1000 - index, "message": "refused", "data": {"reason": reason}}
+                await tasks.update(task_id, {key: refusal})
+                failed = await tasks.finish(task_id)
+                assert failed["status"] == "failed" and failed["error"] == refusal  # the task keeps it
+            await tasks.finish((await tasks.start("protocol_error_job", {}))["taskId"])
+            scraped = await http.get(metrics)
+    assert scraped.status_code == 200 and len(scraped.content) < 16_000, len(scraped.content)
+    found = samples(scraped.text)
+    assert found['mcptasks_tasks_failed_total{reason="client_error",tool="confirm_delete"}'] == REFUSALS
+    assert found['mcptasks_tasks_failed_total{reason="-32603",tool="protocol_error_job"}'] == 1
+    labels = label_values(scraped.text)
+    assert labels["reason"] == {"client_error", "-32603"} and labels["reason"] <= FAILURE_LABELS
+    assert all(len(value) <= 64 for values in labels.values() for value in values), labels
+
+
+def test_serve_with_metrics_but_without_the_extra_names_the_pip_command(tmp_path: Path) -> None:
+    command = cli_command(
+        "serve",
+        HELLO,
+        "--transport",
+        "http",
+        "--port",
+        str(free_port()),
+        "--metrics-port",
+        str(free_port()),
+        without="prometheus_client",
+    )
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(),
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("mcptasks: error: --metrics-port: the metrics endpoint"), line
+    assert "pip install 'mcptasks[metrics]'" in line, line
 
 
 @pytest.mark.anyio
@@ -162,5 +248,5 @@ async def test_the_mounting_example_of_the_metrics_page_works_as_shown() -> None
     operator = namespace["operator"]
     status, body = await asgi_get(operator, "/metrics", "ops.internal:9464")
     assert status == 200 and b"# TYPE mcptasks_tasks_created_total counter" in body, body
-    assert b"mcptasks_tasks_running 0" in body.splitlines()
+    assert b"mcptasks_tasks_running 0.0" in body.splitlines()
     assert (await asgi_get(operator, "/metrics", "127.0.0.1:9464"))[0] == 421

@@ -78,3 +78,23 @@ def test_reload_needs_http() -> None:
     assert done.stderr.strip().splitlines() == [
         "mcptasks: error: --reload needs --transport http (a stdio client cannot reconnect)"
     ], done.stderr
+
+
+def test_reload_without_watchfiles_says_what_to_install(tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "watchfiles.py").write_text('raise ImportError("watchfiles is not installed here")\n')
+    serve = ["serve", str(ROOT / "examples" / "hello.py"), "--transport", "http", "--port", str(free_port())]
+    done = subprocess.run(
+        [sys.executable, "-m", "mcptasks", *serve, "--reload"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(PYTHONPATH=str(blocked)),
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [
+        "mcptasks: error: --reload needs the 'watchfiles' package, which is not installed: "
+        "pip install 'mcptasks[reload]'"
+    ], done.stderr

@@ -104,6 +104,29 @@ def wait_for_lines(log: Path, count: int, contains: str) -> list[str]:
 
 
 @pytest.mark.anyio
+async def test_a_graceful_stop_on_memory_says_the_running_tasks_are_lost(tmp_path: Path) -> None:
+    """On memory:// nothing outlives the process: a `retry_on_crash` task re-queued at a graceful
+    stop is logged as lost with the process, a plain one fails naming the shutdown."""
+    port = free_port()
+    log = tmp_path / "server.log"
+    env = clean_env(MCPTASKS_REPLICA_DIR=str(tmp_path))
+    with serving_http(ROOT / "tests" / "replica_app.py", port=port, log=log, env=env) as server:
+        async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[advertise(EXTENSION_ID)]) as client:
+            tasks = Tasks(client)
+            retried = (await tasks.start("idempotent_job", {"seconds": 300}))["taskId"]
+            plain = (await tasks.start("work", {"seconds": 300}))["taskId"]
+            for task_id in (retried, plain):
+                await tasks.wait(task_id, lambda task: bool(task.get("statusMessage")))
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=TIMEOUT)  # uvicorn re-raises the SIGTERM once it has shut down
+    text = log.read_text()
+    [line] = [line for line in text.splitlines() if f"task {retried} requeued (tool idempotent_job)" in line]
+    assert line.endswith("; its task store is not durable (memory): the task is lost when this process exits")
+    [line] = [line for line in text.splitlines() if f"task {plain} failed (tool work)" in line]
+    assert line.endswith("(code -32603, reason shutdown)"), line
+
+
+@pytest.mark.anyio
 async def test_http_serve_prints_a_start_up_block_and_one_line_per_transition(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "server.log"

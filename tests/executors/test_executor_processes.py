@@ -16,6 +16,7 @@ all processes.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ from durable.durable_helpers import (
 )
 from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
 from processes import ROOT, ServerProcess, clean_env, free_port, wait_accepting
+from rolling_deploy import Deploy
 from sdk_helpers import accept, the_input_request
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -237,6 +239,12 @@ def processes_on(store: str, workdir: Path, executor: Executor) -> Iterator[Exec
         print(processes.logs())  # pytest shows it for a failed test only
 
 
+def recovered_count(procs: ExecutorProcesses) -> int:
+    """The tasks every process logged as recovered ("mcptasks recovered N task(s) ...")."""
+    found = re.findall(r"mcptasks recovered (\d+) task", "".join(p.output() for p in procs.started))
+    return sum(int(count) for count in found)
+
+
 @contextmanager
 def store_for(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
@@ -275,6 +283,8 @@ async def test_a_worker_killed_inside_a_step_is_replaced_and_finished_steps_do_n
     assert counted[("transform", "start")] <= 2 and counted[("transform", "end")] == 1, events_in(
         procs.counters, task_id
     )
+    # one task was recovered, by one process (on DBOS, resuming its workflow is no second recovery)
+    assert recovered_count(procs) <= 1, procs.logs()
     print(
         f"{executor.name} on {backend}: the survivor finished the task {taken:.2f} s after the kill -9"
         f" (lease {LEASE} s)"
@@ -354,3 +364,26 @@ async def test_cancel_reaches_the_body_on_its_worker(tmp_path: Path, executor: E
     assert counted[("transform", "end")] == 0 and counted[("publish", "start")] == 0, events_in(
         procs.counters, task_id
     )
+
+
+async def test_a_rolling_deploy_on_temporal_runs_new_tools_only_on_new_workers(
+    tmp_path: Path, temporal: TemporalDevServer
+) -> None:
+    # an old worker (without the tool `fresh`) polls the same queue as a new one: Temporal hands
+    # it some of the body activities; it gives each back (retried soon), never failing the task
+    url = temporal_executor(temporal).url
+    deploy = Deploy(sqlite_url(tmp_path), tmp_path, ("--executor", url))
+    try:
+        deploy.serve()
+        old, new = deploy.worker("old"), deploy.worker("new")
+        assert deploy.server is not None
+        async with client_of(deploy.server) as tasks:
+            fresh = [str((await tasks.start("fresh"))["taskId"]) for _ in range(20)]
+            with anyio.fail_after(BOUND):
+                finals = {task_id: await tasks.finish(task_id) for task_id in fresh}
+    finally:
+        deploy.close()
+    failed = {task_id: final for task_id, final in finals.items() if final["status"] != "completed"}
+    assert not failed, failed
+    ran_on = {final["result"]["structuredContent"]["pid"] for final in finals.values()}
+    assert ran_on == {new.pid}, (ran_on, new.pid, old.pid)

@@ -6,14 +6,10 @@ arguments go to `MCPServer`); the task owner is the token's principal.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.settings import AuthSettings
 from sdk_helpers import (
     ELICITING,
@@ -21,13 +17,11 @@ from sdk_helpers import (
     HostApp,
     RawClient,
     StaticTokens,
-    Tasks,
     accept,
-    answered_by_hand,
+    as_user,
     bearer,
     mcp_error,
     serve_http,
-    tasks_extension,
 )
 
 from mcptasks.wire import INVALID_PARAMS
@@ -45,17 +39,6 @@ def authenticated_host(**options: Any) -> HostApp:
             validate_token_resource=False,
         ),
     )
-
-
-@asynccontextmanager
-async def as_user(url: str, token: str) -> AsyncIterator[Tasks]:
-    """An SDK client over HTTP, opted in to tasks, authenticated as `token`."""
-    async with bearer(token) as http:
-        transport = streamable_http_client(url, http_client=http)
-        async with Client(
-            transport, extensions=[tasks_extension()], elicitation_callback=answered_by_hand
-        ) as client:
-            yield Tasks(client)
 
 
 async def test_tasks_are_invisible_to_another_principal() -> None:

@@ -110,14 +110,15 @@ async def test_one_warning_per_client(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="mcptasks")
     async with raw_server(True, accept_missing_mcp_name=True) as (_, raw):
         task_id = (await raw.call("quick", {"n": 1})).result["taskId"]
-        for client in ({"name": "fastmcp", "version": "4.1.4"}, {"name": "other", "version": "2.0"}):
+        hostile = {"name": "other\x1b[2J\u202e", "version": "2.0"}  # the client's text: logged escaped
+        for client in ({"name": "fastmcp", "version": "4.1.4"}, hostile):
             for _ in range(3):
                 for method, params in task_requests(task_id, client):
                     answer = await raw.send(method, params, headers={"Mcp-Name": None})
                     assert answer.status == 200, (method, answer.message)
     warned = warnings_of(caplog)
     assert len(warned) == 2, warned
-    assert "fastmcp 4.1.4" in warned[0] and "other 2.0" in warned[1]
+    assert "fastmcp 4.1.4" in warned[0] and "from client other\\x1b[2J\\u202e 2.0 (" in warned[1]
 
 
 @pytest.mark.slow

@@ -203,6 +203,28 @@ async def test_a_failure_and_a_tool_error(spans: InMemorySpanExporter, reader: I
     assert total(ended, **{"mcp.task.status": "completed", "error.type": "tool_error"}) == 1
 
 
+async def test_an_error_answer_from_the_client_is_client_error_on_metrics_and_spans(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    reasons = ["worker_lost", "a" * 100_000, "b" * 100_000]  # one poses as the server's reason
+    async with instrumented(reader) as (_host, tasks):
+        for index, reason in enumerate(reasons):
+            task_id = (await tasks.start("ask", {"filename": f"{index}.txt"}))["taskId"]
+            key, _ = the_input_request(await tasks.wait_input(task_id))
+            refusal = {"code": -1 - index, "message": "no " + reason, "data": {"reason": reason}}
+            await tasks.update(task_id, {key: refusal})
+            assert (await tasks.finish(task_id))["error"] == refusal
+
+    ended = metric_points(reader)["mcptasks.tasks.ended"]
+    assert {point.attributes["error.type"] for point in ended} == {"client_error"}
+    assert total(ended, **{"mcp.task.status": "failed", "error.type": "client_error"}) == len(reasons)
+    runs = named(spans, "task.execute ask")
+    assert [span.attributes["error.type"] for span in runs] == ["client_error"] * len(reasons)
+    own = sorted(str(span.attributes["mcp.task.error.reason"]) for span in runs)
+    assert own[2] == "worker_lost" and [len(text) for text in own[:2]] == [256, 256], own
+    assert sorted(len(span.status.description or "") for span in runs) == [len("no worker_lost"), 256, 256]
+
+
 async def test_a_cancel(spans: InMemorySpanExporter, reader: InMemoryMetricReader) -> None:
     async with instrumented(reader) as (host, tasks):
         task_id = (await tasks.start("gated", {"label": "c"}))["taskId"]
@@ -380,8 +402,8 @@ async def test_telemetry_and_the_metrics_endpoint_both_observe(
         status, text = await asgi_get(app)
         assert (await asgi_get(app, "evil.example"))[0] == 421
     assert status == 200
-    assert 'mcptasks_tasks_created_total{tool="quick"} 1' in text.splitlines()
-    assert 'mcptasks_tasks_completed_total{tool="quick"} 1' in text.splitlines()
+    assert 'mcptasks_tasks_created_total{tool="quick"} 1.0' in text.splitlines()
+    assert 'mcptasks_tasks_completed_total{tool="quick"} 1.0' in text.splitlines()
     assert total(metric_points(reader)["mcptasks.tasks.created"]) == 1
     assert len(named(spans, "task.execute quick")) == 1
 

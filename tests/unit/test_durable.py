@@ -388,7 +388,9 @@ async def test_input_before_the_task_is_journalled_when_the_task_is_created() ->
         name = yield Elicit(
             "name?", {"type": "object", "properties": {"n": {"type": "string"}}}, before_task=True
         )
-        greeting = await ctx.step(calls, name.data["n"])
+        greeting = yield Step(
+            calls, name.data["n"]
+        )  # a yield that is no before_task question: the task starts
         answer = yield Elicit("sure?", {"type": "object", "properties": {}})
         yield Result([greeting, answer.action])
 
@@ -504,3 +506,58 @@ async def test_a_step_value_too_deep_to_encode_fails_the_step() -> None:
         client = Client(protocol)
         final = await client.finish(await client.start("nested"))
     assert final["result"]["content"][0]["text"] == "TypeError"
+
+
+async def test_a_durable_step_before_a_before_task_question_is_refused_without_running() -> None:
+    calls = Calls()
+
+    @task_tool(durable=True, input_before_task=True)
+    async def eager(ctx: TaskContext) -> Yields:
+        await ctx.step(calls, "reserve")  # before the task exists: would run once per round
+        answer = yield Elicit("sure?", {"type": "object", "properties": {}}, before_task=True)
+        yield Result(answer.action)
+
+    async with serve(eager) as (engine, protocol):
+        for _ in range(3):  # a client re-sending the first round
+            with pytest.raises(ProtocolError) as refused:
+                await protocol.call_tool("eager", {}, meta=opted_in_meta(), owner=ANONYMOUS_OWNER)
+            assert refused.value.data == {"reason": "step_before_task", "step": "Calls"}
+            assert "before its task exists" in refused.value.message
+        assert await engine.store.list_active() == []
+    assert calls.made == []
+
+
+async def test_the_journals_of_one_owner_are_bounded_together_and_released_when_its_tasks_end() -> None:
+    gate = anyio.Event()
+
+    def blob(n: int) -> str:
+        return "x" * n
+
+    journalled = {"first": anyio.Event(), "second": anyio.Event()}
+
+    @task_tool(durable=True)
+    async def hoard(size: int, ctx: TaskContext, name: str = "") -> Yields:
+        await ctx.step(blob, size)
+        if name in journalled:
+            journalled[name].set()
+        await gate.wait()
+        yield Result("kept")
+
+    limits = Limits(max_journal_bytes_per_owner=25_000)
+    async with serve(hoard, limits=limits) as (engine, _):
+        first = await engine.start(hoard, {"size": 10_000, "name": "first"}, owner="alice")
+        second = await engine.start(hoard, {"size": 10_000, "name": "second"}, owner="alice")
+        with anyio.fail_after(10):
+            for event in journalled.values():
+                await event.wait()
+        over = await engine.start(hoard, {"size": 10_000}, owner="alice")
+        refused = await wait_for_status(engine, over.task_id, "failed", owner="alice")
+        other = await engine.start(hoard, {"size": 10_000}, owner="bob")  # another owner's room
+        gate.set()
+        for task in (first, second):
+            assert (await wait_for_status(engine, task.task_id, "completed", owner="alice")).result
+        assert (await wait_for_status(engine, other.task_id, "completed", owner="bob")).result
+        again = await engine.start(hoard, {"size": 10_000}, owner="alice")  # released at their end
+        assert (await wait_for_status(engine, again.task_id, "completed", owner="alice")).result
+    assert refused.error["data"] == {"reason": "journal_full"}
+    assert "max_journal_bytes_per_owner" in refused.error["message"]

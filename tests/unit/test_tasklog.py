@@ -131,6 +131,25 @@ async def test_a_tool_error_and_a_failure_say_why(captured: Capture) -> None:
     assert (fail.event, fail.code, fail.reason) == ("failed", -32603, "backend_down")  # type: ignore[attr-defined]
 
 
+@task_tool
+async def hostile_error() -> AsyncIterator[Any]:
+    yield "calling the backend"
+    raise ProtocolError(-32000, "refused\x1b]0;owned\x07\x9b2J\u202e by the client")
+
+
+@pytest.mark.anyio
+async def test_a_message_with_terminal_escapes_is_logged_escaped(captured: Capture) -> None:
+    """For a library user's own handler too: the message escapes client- and body-supplied text,
+    the `detail` attribute keeps it as it was."""
+    async with serve(hostile_error) as (engine, _):
+        failed = await engine.start(hostile_error, {}, owner="o")
+        await wait_for_status(engine, failed.task_id, "failed", owner="o")
+        await wait_idle(engine)
+    (*_, fail) = captured.of(failed.task_id)
+    assert fail.getMessage().endswith(": refused\\x1b]0;owned\\x07\\x9b2J\\u202e by the client (code -32000)")
+    assert fail.detail == "refused\x1b]0;owned\x07\x9b2J\u202e by the client"  # type: ignore[attr-defined]
+
+
 @pytest.mark.anyio
 async def test_input_required_and_cancelled(captured: Capture) -> None:
     async with serve(asks, waits) as (engine, protocol):

@@ -5,8 +5,9 @@
   var body = document.body;
   var base = body.dataset.base;
   var refresh = Number(body.dataset.refresh) || 2000;
-  var STATUSES = ["working", "input_required", "completed", "failed", "cancelled"];
-  var COLORS = { working: "#2f6fde", input_required: "#d98c00", completed: "#2e9d4f", failed: "#d23c3c", cancelled: "#8a8a8a" };
+  // the statuses, with "completed" split: a tool error (isError: true) is shown apart
+  var KINDS = ["working", "input_required", "completed", "tool_error", "failed", "cancelled"];
+  var COLORS = { working: "#2f6fde", input_required: "#d98c00", completed: "#2e9d4f", tool_error: "#c2185b", failed: "#d23c3c", cancelled: "#8a8a8a" };
   var tokenInput = document.getElementById("token");
   var live = document.getElementById("live");
 
@@ -52,7 +53,7 @@
 
   function valueText(value) { return typeof value === "string" ? value : JSON.stringify(value); }
 
-  function statusBadge(status) { return el("span", status, "status s-" + status); }
+  function statusBadge(kind) { return el("span", kind.replace("_error", " error"), "status s-" + kind); }
 
   function getJSON(url) {
     return fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" }).then(function (r) {
@@ -103,7 +104,7 @@
     var plotW = width - left - right, plotH = height - top - bottom;
     var n = chart.times.length;
     var totals = chart.times.map(function (_, i) {
-      return STATUSES.reduce(function (sum, s) { return sum + chart.series[s][i]; }, 0);
+      return KINDS.reduce(function (sum, s) { return sum + chart.series[s][i]; }, 0);
     });
     var step = niceStep(Math.max(1, Math.max.apply(null, totals)));
     var top_ = step * Math.max(1, Math.ceil(Math.max.apply(null, totals) / step));
@@ -118,7 +119,7 @@
     var every = Math.max(1, Math.ceil(44 / slot));
     for (var i = 0; i < n; i++) {
       var x = left + i * slot + gap / 2, y = top + plotH;
-      STATUSES.forEach(function (s) {
+      KINDS.forEach(function (s) {
         var v = chart.series[s][i];
         if (!v) return;
         var h = (v / top_) * plotH;
@@ -135,8 +136,8 @@
     }
     var legend = document.getElementById("legend");
     legend.textContent = "";
-    STATUSES.forEach(function (s) {
-      legend.appendChild(el("span", s, "key s-" + s));
+    KINDS.forEach(function (s) {
+      legend.appendChild(el("span", s.replace("_error", " error"), "key s-" + s));
     });
   }
 
@@ -150,6 +151,7 @@
       var tr = el("tr");
       tr.dataset.taskId = t.taskId;
       tr.dataset.status = t.status;
+      tr.dataset.kind = t.kind;
       var idCell = el("td", null, "id");
       var link = el("a", t.taskId.slice(0, 12));
       link.href = base + "tasks/" + encodeURIComponent(t.taskId);
@@ -157,9 +159,12 @@
       tr.appendChild(idCell);
       tr.appendChild(el("td", t.tool));
       var statusCell = el("td");
-      statusCell.appendChild(statusBadge(t.status));
+      statusCell.appendChild(statusBadge(t.kind));
       tr.appendChild(statusCell);
-      tr.appendChild(el("td", t.statusMessage || "", "message"));
+      var cut = t.messagePreview !== t.statusMessage;  // a long or multi-line message, shortened
+      var message = el("td", t.messagePreview || "", cut ? "message cut" : "message");
+      if (cut) message.title = "shortened: the task's page shows the whole message";
+      tr.appendChild(message);
       tr.appendChild(el("td", t.ownerHash, "owner"));
       var created = el("td", ago(t.ageSeconds), "created");
       created.title = t.createdAt;
@@ -177,8 +182,9 @@
   }
 
   function renderSummary(data) {
-    STATUSES.forEach(function (s) {
-      document.querySelector('.count[data-status="' + s + '"] .n').textContent = String(data.counts[s]);
+    KINDS.forEach(function (s) {
+      var n = data.kinds[s];
+      document.querySelector('.count[data-status="' + s + '"] .n').textContent = n === null || n === undefined ? "-" : String(n);
     });
     document.getElementById("total").textContent = String(data.total);
     document.getElementById("queued").textContent = String(data.queued);
@@ -249,7 +255,7 @@
 
   function renderFields(task) {  // the same fields as the server's, leaving out empty ones
     var running = task.endedAt === null || task.endedAt === undefined;
-    var cells = [["Task", "taskId", task.taskId], ["Tool", "tool", task.tool], ["Status", "status", statusBadge(task.status)]];
+    var cells = [["Task", "taskId", task.taskId], ["Tool", "tool", task.tool], ["Status", "status", statusBadge(task.kind)]];
     if (!empty(task.statusMessage)) cells.push(["Message", "statusMessage", task.statusMessage]);
     cells.push(["Owner", "ownerHash", task.ownerHash]);
     cells.push(["Created", "createdAt", when(task, "createdAt")]);
