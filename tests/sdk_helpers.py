@@ -22,7 +22,7 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -500,11 +500,13 @@ async def eventually(check: Callable[[], bool], what: str) -> None:
 
 @dataclass
 class RawResponse:
-    """One HTTP exchange: status, content type and the JSON-RPC message that answered the request."""
+    """One HTTP exchange: status, content type and the JSON-RPC message that answered the request
+    (`headers`: all the response's headers)."""
 
     status: int
     content_type: str
     message: dict[str, Any]
+    headers: httpx2.Headers = field(default_factory=httpx2.Headers)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -598,7 +600,7 @@ class RawClient:
         content_type = response.headers.get("content-type", "")
         message = _answer(response.text, content_type, request_id)
         assert message.get("id") == request_id, message
-        return RawResponse(response.status_code, content_type, message)
+        return RawResponse(response.status_code, content_type, message, response.headers)
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None = None, **params: Any) -> RawResponse:
         return await self.send("tools/call", {"name": name, "arguments": dict(arguments or {}), **params})

@@ -5,6 +5,12 @@ fallback mode `"tools"`, a task tool called without the extension still starts i
 answers at once with an ordinary `CallToolResult` holding the task id and instructions; the server
 also lists three generated tools a model can follow: `task_status`, `task_answer`, `task_cancel`.
 Owner scoping applies to them exactly as to `tasks/*`.
+
+Some hosts hand the model a result's `structuredContent` instead of its text when both are present.
+So a result with `structuredContent` repeats its text there under `guidance`, beside the
+machine-readable fields; a result with nothing machine-readable to add (`task_answer`,
+`task_cancel`, errors) sends text only, which every host shows. The generated tools declare no
+`outputSchema`, and task tools declare none either, so no schema constrains these fields.
 """
 
 from __future__ import annotations
@@ -91,7 +97,12 @@ def started_result(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
         f"Call {STATUS_TOOL} with taskId={json.dumps(record.task_id)} about every {_seconds(poll_interval_ms)} "
         f"until it is completed; answer its questions with {ANSWER_TOOL}; stop it with {CANCEL_TOOL}."
     )
-    structured = {"taskId": record.task_id, "status": record.status, "pollIntervalMs": poll_interval_ms}
+    structured = {
+        "guidance": text,
+        "taskId": record.task_id,
+        "status": record.status,
+        "pollIntervalMs": poll_interval_ms,
+    }
     return {"content": [text_content(text)], "structuredContent": structured, "isError": False}
 
 
@@ -126,6 +137,7 @@ def status_result(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
     if record.status_message:
         lines.append(f"Latest message: {record.status_message}")
     structured: dict[str, Any] = {
+        "guidance": "",  # the text, filled in below (first, for a model reading top-down)
         "taskId": record.task_id,
         "status": record.status,
         "statusMessage": record.status_message,
@@ -146,8 +158,9 @@ def status_result(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
     elif record.status == "failed" and record.error is not None:
         lines.append(f"It failed: {record.error.get('message')}")
         structured["error"] = record.error
+    structured["guidance"] = summary = "\n".join(lines)
     return {
-        "content": [text_content("\n".join(lines)), *content],
+        "content": [text_content(summary), *content],
         "structuredContent": structured,
         "isError": False,
     }

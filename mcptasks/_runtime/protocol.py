@@ -33,7 +33,10 @@ from mcptasks._runtime.driver import (
 )
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.fallback import (
+    ANSWER_TOOL,
+    CANCEL_TOOL,
     FALLBACK_TOOL_NAMES,
+    STATUS_TOOL,
     call_fallback_tool,
     fallback_tool_definitions,
     started_result,
@@ -102,6 +105,23 @@ def not_replay_safe_error(tool: str, full: tuple[str, int] | None = None) -> Pro
         f"extensions[{EXTENSION_ID!r}] in the request's client capabilities.",
         data,
     )
+
+
+REQUIRED_TOOL_REMEDY = (
+    f"To call it, declare that extension in the request's client capabilities (Claude Code's "
+    f"print mode, `claude -p`, declares none: use its interactive mode). Or the server's operator "
+    f'can serve with fallback "tools" (EngineConfig(fallback="tools") or MCPTASKS_FALLBACK=tools), '
+    f"which starts the task for any client and lists {STATUS_TOOL}, {ANSWER_TOOL} and {CANCEL_TOOL} "
+    f"to follow it."
+)
+"""What the -32021 answer to a task-only tool called without the tasks extension says to do."""
+
+
+def required_tool_error(tool: str) -> ProtocolError:
+    """-32021 for a call of a tool that runs only as a task, made without the tasks extension:
+    `missing_extension_error`'s code and data, its message followed by `REQUIRED_TOOL_REMEDY`."""
+    refused = missing_extension_error(f"Tool {tool!r}")
+    return ProtocolError(refused.code, f"{refused.message}. {REQUIRED_TOOL_REMEDY}", refused.data)
 
 
 class _Call(NamedTuple):
@@ -262,7 +282,7 @@ class TasksProtocol:
         declared = client_capabilities(request_meta)
         route = self._route(tool, request_meta, declared, tasks_allowed)
         if route is Route.REFUSE:
-            raise missing_extension_error(f"Tool {name!r}")
+            raise required_tool_error(name)
         if tool.required_capabilities and route is not Route.STARTED_FOR_MODEL:
             missing = missing_capabilities(tool.required_capabilities, declared)
             if missing:

@@ -20,6 +20,7 @@ from mcptasks.server.extension import Lifespan, TasksExtension
 from mcptasks.server.fast_path import add_fast_path
 from mcptasks.server.header_values import TrimmedHeaderValues
 from mcptasks.server.http_hints import ProtocolVersionHint
+from mcptasks.server.retry_after import RetryAfterHeader
 from mcptasks.server.stdio_stop import serve_stdio
 from mcptasks.stores.base import TaskStore
 
@@ -168,11 +169,13 @@ def http_app(
     fast_path: bool | None = None,
     **options: Any,
 ) -> Starlette:
-    """`mcp`'s Streamable HTTP app with header values trimmed (`TrimmedHeaderValues`), the
-    protocol-version hint and, where `extension` serves it and `fast_path` (default: its
+    """`mcp`'s Streamable HTTP app with header values trimmed (`TrimmedHeaderValues`),
+    `Retry-After` on refusals with `retryAfterMs` (`RetryAfterHeader`), the protocol-version
+    hint and, where `extension` serves it and `fast_path` (default: its
     `EngineConfig.fast_path`) is on, the `tasks/*` fast path and the lean path of task-only
     listen streams (`mcptasks.server.listen_path`)."""
     app = mcp.streamable_http_app(streamable_http_path=path, host=host, **options)
+    app.add_middleware(RetryAfterHeader)  # inside the fast path, which adds the header itself
     app.add_middleware(ProtocolVersionHint)
     if extension is not None and (extension.config.fast_path if fast_path is None else fast_path):
         add_fast_path(app, mcp, extension, path=path)

@@ -71,6 +71,7 @@ from mcptasks.server.lean_http import (
 from mcptasks.server.listen_hub import ListenHub
 from mcptasks.server.listen_path import TaskListenPath
 from mcptasks.server.poll_answers import PollAnswers
+from mcptasks.server.retry_after import RetryAfterHeader
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
 
@@ -81,6 +82,8 @@ MAX_BODY = 64 * 1024
 """Larger bodies go to the SDK (a task request body is a few hundred bytes)."""
 MAX_VERDICTS = 256
 """How many combinations of the headers the transport and Accept checks read are remembered."""
+OWN_WRAPPERS = (ProtocolVersionHint, RetryAfterHeader)
+"""The middleware `http_app` installs around the SDK's app, which the lean paths may sit in front of."""
 
 
 def _sieved(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -347,7 +350,7 @@ def add_listen_path(
     endpoint = endpoint_of(app, path)
     if not isinstance(endpoint, StreamableHTTPASGIApp):
         return False
-    allowed = (ProtocolVersionHint, TasksFastPath)
+    allowed = (*OWN_WRAPPERS, TasksFastPath)
     if any(cast(Any, middleware.cls) not in allowed for middleware in app.user_middleware):
         return False
     app.add_middleware(
@@ -371,7 +374,7 @@ def add_fast_path(app: Starlette, mcp: Any, extension: TasksExtension, *, path: 
     endpoint = endpoint_of(app, path)
     if not isinstance(endpoint, StreamableHTTPASGIApp):
         return False
-    if any(cast(Any, middleware.cls) is not ProtocolVersionHint for middleware in app.user_middleware):
+    if any(cast(Any, middleware.cls) not in OWN_WRAPPERS for middleware in app.user_middleware):
         return False
     stats = FastPathStats()
     app.add_middleware(

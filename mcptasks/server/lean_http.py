@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import Scope, Send
 
 from mcptasks.server.listen import TaskListenMiddleware
+from mcptasks.server.retry_after import retry_after_header, retry_after_seconds
 
 JSON_ENCODER = json.JSONEncoder(separators=(",", ":"))
 """`json.dumps(..., separators=(",", ":"))`, as the SDK writes a reply, without building an encoder per call."""
@@ -94,14 +95,17 @@ def request_headers(scope: Scope) -> tuple[dict[str, str], bool]:
 
 
 class JsonReply:
-    """A JSON-RPC reply written as the SDK's `_write` writes it (the same status, headers and bytes)."""
+    """A JSON-RPC reply written as the SDK's `_write` writes it (the same status, headers and
+    bytes), with `Retry-After` for an error with `retryAfterMs` (`mcptasks.server.retry_after`)."""
 
     def __init__(self, message: JSONRPCResponse | JSONRPCError | None = None, *, body: bytes = b"") -> None:
         self.status = 200
         self.body = body
+        self.retry_after: int | None = None
         if message is not None:
             if isinstance(message, JSONRPCError):
                 self.status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200)
+                self.retry_after = retry_after_seconds(message.error.data)
             dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
             self.body = JSON_ENCODER.encode(dumped).encode()
 
@@ -124,6 +128,8 @@ class JsonReply:
     async def send(self, send: Send) -> None:
         # What starlette's `Response(content, status_code, media_type="application/json")` sends.
         headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
+        if self.retry_after is not None:
+            headers.append(retry_after_header(self.retry_after))
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
         await send({"type": "http.response.body", "body": self.body})
 

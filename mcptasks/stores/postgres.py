@@ -44,14 +44,16 @@ import json
 import logging
 import re
 import secrets
+import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, Literal, Protocol, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from mcptasks.errors import MCPTasksError
 from mcptasks.stores._broadcast import LocalBroadcast
 from mcptasks.stores._sql import ACTIVE, FAIR_ORDER, NOT_TERMINAL, fair_queue
 from mcptasks.stores.admin import (
@@ -83,7 +85,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a venv wit
         raise
     raise MissingExtra("PostgreSQL", "asyncpg", "postgres") from exc
 
-__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresTaskStore", "SchemaVersionError"]
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "DatabaseNotFound", "PostgresTaskStore", "SchemaVersionError"]
 
 logger = logging.getLogger("mcptasks.stores.postgres")
 
@@ -253,6 +255,29 @@ _CONNECT_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.InterfaceError,
 )
 """What a failed connection attempt raises (refused, timed out, rejected by the server)."""
+
+
+class DatabaseNotFound(MCPTasksError, ConnectionError):
+    """The PostgreSQL server has no database of the name the store's URL gives."""
+
+    store_hint = "mcptasks creates its schema and tables in an existing database, not the database"
+    """What the CLI adds after the message (`mcptasks.stores.url.store_error_hint`)."""
+
+
+def _missing_database(dsn: str, shown: str, exc: BaseException) -> DatabaseNotFound:
+    """The error for a URL naming a database the server does not have, saying how to create it."""
+    parts = urlsplit(dsn)
+    name = unquote(parts.path.lstrip("/")) or dict(parse_qsl(parts.query)).get("dbname", "")
+    if not name:  # asyncpg took the database name from the user or the environment
+        return DatabaseNotFound(
+            f"{exc} (PostgreSQL at {shown}): create it with `createdb NAME` or "
+            '`CREATE DATABASE "NAME";`, or name an existing database in the URL'
+        )
+    return DatabaseNotFound(
+        f'database "{name}" does not exist on the PostgreSQL server at {shown}: create it with '
+        f'`createdb {shlex.quote(name)}` or `CREATE DATABASE "{name.replace(chr(34), chr(34) * 2)}";`, '
+        "or fix the database name in the URL"
+    )
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -517,7 +542,8 @@ class PostgresTaskStore:
     async def open(self) -> None:
         """Create the connection pool and create or migrate the schema.
 
-        Raises `ConnectionError` when the server cannot be reached (or refuses the login),
+        Raises `ConnectionError` when the server cannot be reached (or refuses the login;
+        `DatabaseNotFound`, saying how to create it, when the URL's database does not exist),
         `SchemaVersionError` when the schema was written by a newer mcptasks.
         """
         await self._open(None)
@@ -578,6 +604,8 @@ class PostgresTaskStore:
                     ),
                 )
                 conn = await pool.acquire()
+            except asyncpg.InvalidCatalogNameError as exc:
+                raise _missing_database(self._dsn, self._shown, exc) from exc
             except _CONNECT_ERRORS as exc:
                 raise ConnectionError(f"cannot reach PostgreSQL at {self._shown}: {exc}") from exc
             try:

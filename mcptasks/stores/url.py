@@ -39,7 +39,11 @@ def describe_store(store: TaskStore) -> str:
 
 
 def store_error_hint(exc: BaseException) -> str:
-    """What to do about a store (or an SQLite ledger) that failed to open with `exc`."""
+    """What to do about a store (or an SQLite ledger) that failed to open with `exc` (its own
+    `store_hint` when it has one)."""
+    own = getattr(exc, "store_hint", None)
+    if isinstance(own, str):
+        return own
     text = str(exc).lower()
     if isinstance(exc, sqlite3.DatabaseError):
         if "readonly" in text or "unable to open" in text or "read-only" in text:

@@ -8,12 +8,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
-from operator_stores import seeded_sqlite, store_url, workload
+from operator_stores import PG_URL, listening, seeded_sqlite, store_url, workload
 from processes import cli_command
 
 from mcptasks import TaskRecord
@@ -338,6 +340,24 @@ def test_an_unusable_store_is_one_line(tmp_path: Path) -> None:
     assert code == 2
     _one_line(err, "mcptasks admin", "is not an mcptasks task store")
     assert empty.stat().st_size == 0
+
+
+def test_a_missing_postgres_database_says_how_to_create_it() -> None:
+    if not listening(5432):
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    name = f"mcptasks_absent_{uuid.uuid4().hex[:12]}"  # never created
+    base = urlsplit(PG_URL)
+    url = f"postgresql://{base.username or 'postgres'}:s3cret@{base.hostname}:{base.port or 5432}/{name}"
+    code, _, err = _cli("admin", "stats", "--store", url)
+    assert code == 2
+    _one_line(
+        err,
+        "mcptasks admin",
+        f"cannot open the task store postgresql://{base.username or 'postgres'}:***@",
+        f'database "{name}" does not exist',
+        f'create it with `createdb {name}` or `CREATE DATABASE "{name}";`',
+    )
+    assert "s3cret" not in err and "is running" not in err
 
 
 def test_reads_do_not_migrate_an_older_schema(tmp_path: Path) -> None:

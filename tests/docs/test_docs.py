@@ -1480,12 +1480,17 @@ async def test_howto_fallback_two_tools() -> None:
         started = await client.call_tool("export_table", {"table": "orders"})
         assert started.structured_content is not None
         task_id = started.structured_content["taskId"]
-        assert started.structured_content == {"taskId": task_id, "status": "working", "pollIntervalMs": 5000}
         assert sdk_text(started) == (
             f"Started background task {task_id} (export_table). It keeps running after this reply. "
             f'Call task_status with taskId="{task_id}" about every 5 s until it is completed; '
             "answer its questions with task_answer; stop it with task_cancel."
         )
+        assert started.structured_content == {
+            "guidance": sdk_text(started),
+            "taskId": task_id,
+            "status": "working",
+            "pollIntervalMs": 5000,
+        }
 
         async def status_until(wanted: str) -> Any:
             with anyio.fail_after(TIMEOUT):
@@ -1504,6 +1509,8 @@ async def test_howto_fallback_two_tools() -> None:
             '- key "input-1": orders has 2,000,000 rows. Export all of them? '
             "Answer with an object with: confirm (boolean: Export every row?)."
         )
+        assert asking.structured_content is not None
+        assert asking.structured_content["guidance"] == sdk_text(asking)
         answered = await client.call_tool(
             "task_answer", {"taskId": task_id, "key": "input-1", "answer": True}
         )

@@ -18,6 +18,7 @@ from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
+    CallToolResult,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestParams,
@@ -368,6 +369,13 @@ async def test_required_tool_without_opt_in_is_32021_with_required_capabilities(
         error = await mcp_error(client.call_tool("required_job", {}))
     assert error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert error.error.data == MISSING_TASKS_DATA
+    # The message says what the caller can do, and what the server's operator can.
+    message = error.error.message
+    assert message.startswith("Tool 'required_job' requires the client capability "), message
+    assert "declare that extension in the request's client capabilities" in message
+    assert "`claude -p`, declares none: use its interactive mode" in message
+    assert 'EngineConfig(fallback="tools") or MCPTASKS_FALLBACK=tools' in message
+    assert "lists task_status, task_answer and task_cancel" in message
 
 
 async def test_tasks_methods_without_opt_in_are_32021_before_any_lookup() -> None:
@@ -584,6 +592,85 @@ async def test_fallback_tools_serve_a_host_that_does_not_speak_the_extension() -
     # A client that opts in still gets real tasks.
     async with connect(host) as tasks:
         assert (await tasks.call("quick"))["resultType"] == "task"
+
+
+def shown_by_a_structured_host(result: CallToolResult) -> Any:
+    """What a host that prefers `structuredContent` (Claude Code) hands the model: only that, when
+    the result has it; else the content blocks."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+
+
+def strings_in(value: Any) -> set[str]:
+    """Every string anywhere in a JSON value."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return set().union(*(strings_in(item) for item in value))
+    return set()
+
+
+def guidance_reaches_a_structured_host(result: CallToolResult) -> str:
+    """Check that every text block of `result` also reaches a host that shows only the
+    `structuredContent`; return the guidance (the first text block)."""
+    shown = strings_in(shown_by_a_structured_host(result))
+    for block in texts(result):
+        assert block in shown, (block, result.structured_content)
+    guidance = texts(result)[0]
+    if result.structured_content is not None:
+        assert result.structured_content["guidance"] == guidance
+    return guidance
+
+
+async def test_fallback_guidance_reaches_a_host_that_shows_only_structured_content() -> None:
+    host = HostApp(fallback="tools")
+    async with Client(host.mcp, mode="legacy") as client:
+
+        async def start(tool: str, arguments: dict[str, Any]) -> str:
+            started = await client.call_tool(tool, arguments)
+            assert "Call task_status with" in guidance_reaches_a_structured_host(started)
+            assert started.structured_content is not None
+            return str(started.structured_content["taskId"])
+
+        async def status_until(task_id: str, wanted: str) -> str:
+            async def status() -> CallToolResult:
+                return await client.call_tool("task_status", {"taskId": task_id})
+
+            reached = await poll(status, lambda r: r.structured_content["status"] == wanted, what=wanted)
+            return guidance_reaches_a_structured_host(reached)
+
+        gated = await start("gated", {"label": "structured"})
+        assert "Check again with task_status" in await status_until(gated, "working")
+        cancelled = await client.call_tool("task_cancel", {"taskId": gated})
+        assert "is cancelled" in guidance_reaches_a_structured_host(cancelled)
+        assert cancelled.structured_content is None  # text only: nothing machine-readable to add
+        assert "is cancelled" in await status_until(gated, "cancelled")
+
+        asking = await start("ask", {"filename": "s.txt"})
+        question = await status_until(asking, "input_required")
+        assert '- key "input-1": Delete s.txt?' in question
+        answered = await client.call_tool(
+            "task_answer", {"taskId": asking, "key": "input-1", "answer": {"confirm": True}}
+        )
+        assert "Answer recorded" in guidance_reaches_a_structured_host(answered)
+        assert answered.structured_content is None
+        await status_until(asking, "completed")  # the result's text ("deleted s.txt") reaches it too
+
+        assert "error" in await status_until(await start("tool_error", {}), "completed")
+        assert "backend unavailable" in await status_until(await start("protocol_error", {}), "failed")
+
+        for tool, arguments in (
+            ("task_status", {"taskId": "no-such-task"}),
+            ("task_answer", {"taskId": asking, "key": "input-9", "answer": True}),
+            ("task_cancel", {}),
+        ):
+            mistake = await client.call_tool(tool, arguments)
+            assert mistake.is_error is True
+            assert guidance_reaches_a_structured_host(mistake)
+            assert mistake.structured_content is None
 
 
 async def test_fallback_reject_refuses_calls_without_the_extension() -> None:

@@ -41,6 +41,8 @@ from typing import Any
 import pytest
 from processes import clean_env, free_port, serving_http
 
+from mcptasks._runtime.protocol import REQUIRED_TOOL_REMEDY
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 VENVS = ROOT / ".ci" / "work" / "client-venvs"
@@ -483,7 +485,7 @@ def test_adk_required_task_tools_refused_with_32021(adk_conformance: tuple[str, 
         refused = run.case(name)
         assert refused["adk_error"] == (
             f"MCP tool execution failed: Tool {tool!r} requires the client capability "
-            "extensions['io.modelcontextprotocol/tasks'] in this request's _meta"
+            f"extensions['io.modelcontextprotocol/tasks'] in this request's _meta. {REQUIRED_TOOL_REMEDY}"
         )
         assert refused["codes"] == [-32021] and refused["asked"] == []
 

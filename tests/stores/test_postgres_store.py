@@ -29,6 +29,7 @@ asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed (pip i
 from mcptasks.stores import postgres as postgres_module  # noqa: E402  (needs asyncpg)
 from mcptasks.stores.postgres import (  # noqa: E402
     SCHEMA_VERSION,
+    DatabaseNotFound,
     PostgresTaskStore,
     SchemaVersionError,
 )
@@ -332,10 +333,18 @@ async def test_unreachable_server_raises_connection_error() -> None:
 
 
 @pytest.mark.anyio
-async def test_an_unknown_database_raises_connection_error(schema: str) -> None:
-    store = PostgresTaskStore(URL.rsplit("/", 1)[0] + f"/no_such_db_{uuid.uuid4().hex[:8]}", schema=schema)
-    with pytest.raises(ConnectionError, match=r"cannot reach PostgreSQL .*does not exist"):
+async def test_an_unknown_database_says_how_to_create_it(schema: str) -> None:
+    name = f"no_such_db_{uuid.uuid4().hex[:8]}"
+    parts = urlsplit(URL)
+    url = f"postgresql://{parts.username or 'postgres'}:s3cret@{parts.hostname}:{parts.port or 5432}/{name}"
+    store = PostgresTaskStore(url, schema=schema)
+    with pytest.raises(DatabaseNotFound) as info:  # a ConnectionError, as open() documents
         await store.open()
+    message = str(info.value)
+    assert isinstance(info.value, ConnectionError)
+    assert f'database "{name}" does not exist on the PostgreSQL server at ' in message, message
+    assert f'create it with `createdb {name}` or `CREATE DATABASE "{name}";`' in message, message
+    assert "s3cret" not in message and "is running" not in message
 
 
 @pytest.mark.anyio

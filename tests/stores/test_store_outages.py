@@ -200,6 +200,8 @@ async def test_over_http_requests_during_an_outage_get_a_clear_error_and_the_tas
                 assert error["code"] == -32603
                 assert "task store could not serve this request" in error["message"]
                 assert error["data"]["reason"] == "store_unavailable"
+                assert error["data"]["retryAfterMs"] == 1000
+                assert refused.headers.get("retry-after") == "1", refused.headers
                 await anyio.sleep(OUTAGE)
             finally:
                 server.start()
