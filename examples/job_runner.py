@@ -46,7 +46,9 @@ Pipelines
 ---------
 `PIPELINES` maps `test`, `build` and `publish` (run after approval, for either kind) to a list of
 commands. A command is an argv list (run directly) or a string (run by the system shell). The
-defaults are slow on purpose (a few seconds of printing) so you can watch the status move.
+defaults are stand-ins, slow on purpose (a few seconds of printing) so you can watch the status
+move; the status shows each by a short label (`build 1/2: compile (stand-in)`), and a command of
+yours as typed (`test 1/2: $ pytest -q`).
 
 Override any of them with an environment variable holding a JSON list of commands, read when the
 pipeline starts (so a running server picks up a change on the next call; a task replayed after a
@@ -109,43 +111,54 @@ STATUS_MAX_CHARS = 200
 ENV_PREFIX = "JOB_RUNNER_STEPS_"
 
 
-def _python(script: str) -> list[str]:
-    """A command running `script` with this interpreter (no shell, works wherever Python does)."""
+STAND_INS: dict[str, str] = {}
+"""The default commands' scripts -> the short label shown for them (not the interpreter's path)."""
+
+
+def _python(label: str, script: str) -> list[str]:
+    """A stand-in command running `script` with this interpreter (no shell, works wherever Python
+    does), shown as `label (stand-in)`."""
+    STAND_INS[script] = f"{label} (stand-in)"
     return [sys.executable, "-c", script]
 
 
 PIPELINES: dict[str, list[Command]] = {
     "test": [
         _python(
+            "collect tests",
             "import time\n"
             "for i in range(1, 5):\n"
-            "    print(f'collecting tests: package {i}/4', flush=True); time.sleep(0.3)\n"
+            "    print(f'collecting tests: package {i}/4', flush=True); time.sleep(0.3)\n",
         ),
         _python(
+            "run tests",
             "import time\n"
             "for i in range(1, 11):\n"
             "    print(f'tests/test_core.py::test_case_{i:02d} PASSED', flush=True); time.sleep(0.25)\n"
-            "print('10 passed', flush=True)\n"
+            "print('10 passed', flush=True)\n",
         ),
     ],
     "build": [
         _python(
+            "compile",
             "import time\n"
             "for i in range(1, 9):\n"
-            "    print(f'compiling module {i}/8', flush=True); time.sleep(0.3)\n"
+            "    print(f'compiling module {i}/8', flush=True); time.sleep(0.3)\n",
         ),
         _python(
+            "package",
             "import time\n"
             "for part in ('metadata', 'sources', 'wheel'):\n"
             "    print(f'packaging {part}', flush=True); time.sleep(0.4)\n"
-            "print('built dist/app-1.0-py3-none-any.whl', flush=True)\n"
+            "print('built dist/app-1.0-py3-none-any.whl', flush=True)\n",
         ),
     ],
     "publish": [
         _python(
+            "upload",
             "import time\n"
             "for pct in (25, 50, 75, 100):\n"
-            "    print(f'uploading artifact: {pct}%', flush=True); time.sleep(0.3)\n"
+            "    print(f'uploading artifact: {pct}%', flush=True); time.sleep(0.3)\n",
         ),
     ],
 }
@@ -200,9 +213,26 @@ def _is_command(value: object) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(part, str) for part in value)
 
 
+def _stand_in(command: Command) -> str | None:
+    """The label of a default stand-in command (whatever the interpreter's path), else None."""
+    if isinstance(command, list) and len(command) == 3 and command[1] == "-c":
+        return STAND_INS.get(command[2])
+    return None
+
+
 def describe(command: Command) -> str:
-    """The command as a shell-like line, for logs and reports."""
+    """The command as a shell-like line, or the label of a default stand-in, for logs and reports."""
+    label = _stand_in(command)
+    if label is not None:
+        return label
     return command if isinstance(command, str) else shlex.join(command)
+
+
+def heading(command: Command) -> str:
+    """The line that opens a step in the status and the output tail: `$ COMMAND`, or a stand-in's
+    label (no `$`: it is not a command to type)."""
+    label = _stand_in(command)
+    return label if label is not None else f"$ {describe(command)}"
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
@@ -330,8 +360,8 @@ async def run_command(ctx: TaskContext, prefix: str, command: Command) -> Comman
     The step of a durable body: its report is journalled once it returns, so a replay of the body
     does not run the command again. The process group is gone when this returns or raises.
     """
-    tail: deque[str] = deque([f"$ {describe(command)}"], maxlen=TAIL_LINES)
-    await ctx.status(f"{prefix}: $ {describe(command)}")
+    tail: deque[str] = deque([heading(command)], maxlen=TAIL_LINES)
+    await ctx.status(f"{prefix}: {heading(command)}")
     started = time.monotonic()  # inside the step: its duration is journalled with its report
     async with CommandRun(command, tail) as run:
         while (line := await run.next_status()) is not None:

@@ -4,6 +4,7 @@
 Run it:  mcptasks serve docs/snippets/howto_extension.py:server --transport http --port 8000
 """
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcptasks import EngineConfig, TaskContext, TasksExtension
+from mcptasks.cli.logsetup import TEXT_FORMAT, EscapingFormatter
 
 # --8<-- [end:head]
 
@@ -53,6 +55,20 @@ def greet(name: str, ctx: Context) -> str:
     return f"{ctx.request_context.lifespan_context['greeting']}, {name}!"
 
 
-if __name__ == "__main__":
-    server.run()
 # --8<-- [end:lifespan-state]
+
+
+# --8<-- [start:task-log]
+def show_task_log() -> None:
+    """One line per task transition on stderr, escaped and formatted as `mcptasks serve` writes them."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(EscapingFormatter(TEXT_FORMAT))
+    task_log = logging.getLogger("mcptasks.tasks")
+    task_log.addHandler(handler)
+    task_log.setLevel(logging.INFO)
+
+
+if __name__ == "__main__":
+    show_task_log()
+    server.run()
+# --8<-- [end:task-log]

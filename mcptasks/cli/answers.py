@@ -23,15 +23,49 @@ from typing import Any, Literal
 
 from mcptasks.cli.arguments import parse_value
 from mcptasks.cli.errors import CliError
+from mcptasks.cli.forms import FormField, form_fields
 from mcptasks.cli.schema import describe_fields, field_names, prefer_text, schema_problem
 
-__all__ = ["Answers", "Unanswered", "parse_answers"]
+__all__ = ["Answers", "QuestionError", "Unanswered", "example_answer", "parse_answers"]
 
 Action = Literal["accept", "decline", "cancel"]
 
 
-class Unanswered(CliError):
+class QuestionError(CliError):
+    """A question whose answer is missing or does not fit (exit status 2; nothing was sent)."""
+
+    def __init__(self, text: str, key: str, schema: dict[str, Any] | None) -> None:
+        super().__init__(text)
+        self.key = key
+        """The question's `inputRequests` key."""
+        self.schema = schema
+        """Its `requestedSchema` (None for a question without one)."""
+
+
+class Unanswered(QuestionError):
     """A question with no answer and no terminal to ask it on (exit status 2)."""
+
+
+def _example_value(form_field: FormField) -> Any:
+    """A value of the field's type, to be replaced by the real answer: its default when it has one."""
+    if form_field.default is not None:
+        return form_field.default
+    if form_field.kind == "enum":
+        return form_field.options[0][0]
+    if form_field.kind == "multi":
+        return [form_field.options[0][0]]
+    if form_field.kind == "boolean":
+        return True
+    if form_field.kind in ("number", "integer"):
+        return form_field.minimum if form_field.minimum is not None else 0
+    return "..."
+
+
+def example_answer(key: str, schema: dict[str, Any] | None) -> str:
+    """The `--answer` value answering question `key` by its key with every field of `schema`
+    (`input-1={"confirm": true}`): the real key and field names, example values to edit."""
+    content = {f.name: _example_value(f) for f in form_fields(schema or {})}
+    return f"{key}={json.dumps(content)}"
 
 
 @dataclass
@@ -67,14 +101,14 @@ class Answers:
             value = self.by_key[key]
             if len(names) == 1 and not isinstance(value, dict):  # the value of the only field
                 value = self._typed({names[0]: value}, {names[0]: key}, schema)
-            return "accept", self._content(value, names, schema, label)
+            return "accept", self._content(value, names, schema, key, label)
         fields = {name: self.by_key[name] for name in names if name in self.by_key and name not in self.used}
         if fields:
             self.used.update(fields)
             typed = self._typed(fields, {name: name for name in fields}, schema)
-            return "accept", self._content(typed, names, schema, label)
+            return "accept", self._content(typed, names, schema, key, label)
         if self.bare:
-            return "accept", self._content(self.bare.pop(), names, schema, label)
+            return "accept", self._content(self.bare.pop(), names, schema, key, label)
         if self.fallback is not None:
             return self.fallback, None
         return None
@@ -93,21 +127,27 @@ class Answers:
         return fixed
 
     @staticmethod
-    def _content(value: Any, names: list[str], schema: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    def _content(
+        value: Any, names: list[str], schema: dict[str, Any] | None, key: str, label: str
+    ) -> dict[str, Any]:
         if isinstance(value, dict):
             content = value
         elif len(names) == 1:
             content = {names[0]: value}
         else:
-            raise CliError(
-                f"the answer to {label} must be a JSON object of its fields: {describe_fields(schema)}"
+            raise QuestionError(
+                f"the answer to {label} must be a JSON object of its fields: {describe_fields(schema)}",
+                key,
+                schema,
             )
         if schema is not None:
             problem = schema_problem(content, schema)
             if problem is not None:
-                raise CliError(
+                raise QuestionError(
                     f"the answer to {label} does not fit its schema ({problem}); "
-                    f"its fields: {describe_fields(schema)}"
+                    f"its fields: {describe_fields(schema)}",
+                    key,
+                    schema,
                 )
         return content
 

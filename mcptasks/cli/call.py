@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from mcptasks.cli.answers import Answers, parse_answers
+from mcptasks.cli.answers import Answers, QuestionError, example_answer, parse_answers
 from mcptasks.cli.arguments import Subcommands, parse_arguments, reparse
 from mcptasks.cli.errors import (
     EXIT_CANCELLED,
@@ -62,7 +62,7 @@ from mcptasks.cli.ledger import open_ledger
 from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.cli.prompter import AnswerFirst, FormPrompter, Unasked
 from mcptasks.cli.render import render_result, result_json, task_json
-from mcptasks.cli.schema import check_arguments, near
+from mcptasks.cli.schema import check_arguments, field_names, near
 from mcptasks.cli.status import StatusLine
 from mcptasks.cli.target import Target, add_target_options, split_target
 from mcptasks.cli.terminal import (
@@ -143,8 +143,14 @@ class CallCommand:
             if handle is None or handle.task_id is None:
                 raise
             if isinstance(cause, CliError):  # an answer missing or not fitting: nothing was sent
-                words = [PROG, "tasks", "answer", *self.target.words(), "--answer", "KEY=JSON"]
-                write(self.stderr, f"{PROG}: task {handle.task_id} is waiting for input; answer with:\n")
+                answer, edit = "KEY=JSON", ""
+                if isinstance(cause, QuestionError):
+                    answer = example_answer(cause.key, cause.schema)
+                    edit = " (your values in place of the examples)" if field_names(cause.schema) else ""
+                words = [PROG, "tasks", "answer", *self.target.words(), "--answer", answer]
+                write(
+                    self.stderr, f"{PROG}: task {handle.task_id} is waiting for input; answer with{edit}:\n"
+                )
                 write(self.stderr, f"  {shlex.join([*words, '--', handle.task_id])}\n")
                 write(self.stderr, f"{PROG}: and follow it with:\n  {self.resume_hint(handle.task_id)}\n")
                 raise

@@ -179,7 +179,9 @@ class Unasked:
         raise Unanswered(
             f"question {context.request_id} ({params.message!r}) has no answer and there is no "
             f"terminal to ask on; its fields: {describe_fields(schema)} "
-            f"(give --answer {context.request_id}=JSON, --answers FILE, --decline or --cancel)"
+            f"(give --answer {context.request_id}=JSON, --answers FILE, --decline or --cancel)",
+            str(context.request_id),
+            schema,
         )
 
 

@@ -13,6 +13,7 @@ import io
 import json
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -324,11 +325,16 @@ def test_a_failed_task_exits_3(url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert task["error"] == {"code": -32603, "message": "backend unavailable", "data": {"retryable": True}}
 
 
+def hinted_answer(stderr: str, url: str) -> list[str]:
+    """The `mcptasks tasks answer` command printed for an unanswered question, as words."""
+    match = re.search(rf"\n  (mcptasks tasks answer {re.escape(url)} .* -- {TASK_ID})\n", stderr)
+    assert match, stderr
+    return shlex.split(match.group(1))
+
+
 def hinted_task_id(stderr: str, url: str) -> str:
     """The task id of the `mcptasks tasks answer` hint printed for an unanswered question."""
-    match = re.search(rf"mcptasks tasks answer {re.escape(url)} --answer KEY=JSON -- ({TASK_ID})\n", stderr)
-    assert match, stderr
-    return match.group(1)
+    return hinted_answer(stderr, url)[-1]
 
 
 def test_without_a_terminal_an_unanswered_question_exits_2_and_leaves_the_task_waiting(
@@ -347,6 +353,28 @@ def test_without_a_terminal_an_unanswered_question_exits_2_and_leaves_the_task_w
     assert out.startswith(f"answered input-1; task {task_id} is ")
     status, out, err = run(capsys, "call", url, "confirm_delete", f"--resume={task_id}")
     assert (status, out) == (0, "deleted x.txt\n"), err
+
+
+def test_the_answer_hint_names_the_real_key_and_fields_and_runs_as_copied(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, "call", url, "multi_input")
+    assert (status, out) == (2, ""), err
+    assert "answer with (your values in place of the examples):" in err
+    words = hinted_answer(err, url)
+    task_id = words[-1]
+    assert words == ["mcptasks", "tasks", "answer", url, "--answer", 'input-1={"name": "..."}', "--", task_id]
+    status, out, err = run(capsys, *words[1:])
+    assert (status, out) == (0, f"answered input-1; task {task_id} is input_required\n"), err
+    # the next question of the same task, asked on resume: its own key and field
+    status, out, err = run(capsys, "call", url, "multi_input", f"--resume={task_id}")
+    assert (status, out) == (2, ""), err
+    words = hinted_answer(err, url)
+    assert words[4:] == ["--answer", 'input-2={"confirm": true}', "--", task_id]
+    status, out, err = run(capsys, *words[1:])
+    assert status == 0, err
+    status, out, err = run(capsys, "call", url, "multi_input", f"--resume={task_id}")
+    assert (status, out) == (0, "... says go\n"), err
 
 
 @pytest.mark.parametrize(

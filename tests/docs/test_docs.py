@@ -24,6 +24,7 @@ import base64
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import re
 import selectors
@@ -1527,18 +1528,32 @@ async def test_howto_fallback_two_tools() -> None:
 
 
 @exercises("howto_extension.py")
-async def test_howto_extension_on_your_own_mcpserver() -> None:
+async def test_howto_extension_on_your_own_mcpserver(capsys: pytest.CaptureFixture[str]) -> None:
     from mcptasks.cli.main import load_target
     from mcptasks.server.extension import extension_of
 
     snippet = load_snippet("howto_extension.py")
-    async with connect(snippet.server) as tasks:
-        names = {tool.name for tool in (await tasks.client.list_tools()).tools}
-        assert names == {"stock", "recount", "greet"}
-        assert (await tasks.client.call_tool("stock", {"sku": "ABC-1"})).structured_content == {"result": 7}
-        assert sdk_text(await tasks.client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
-        task = await tasks.finish((await tasks.start("recount", {"warehouse": "main"}))["taskId"])
-        assert text(task["result"]) == "main: 1,204 items"
+    task_log = logging.getLogger("mcptasks.tasks")
+    snippet.show_task_log()  # its handler writes to this test's captured stderr
+    try:
+        async with connect(snippet.server) as tasks:
+            names = {tool.name for tool in (await tasks.client.list_tools()).tools}
+            assert names == {"stock", "recount", "greet"}
+            result = await tasks.client.call_tool("stock", {"sku": "ABC-1"})
+            assert result.structured_content == {"result": 7}
+            assert sdk_text(await tasks.client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
+            task_id = (await tasks.start("recount", {"warehouse": "main"}))["taskId"]
+            task = await tasks.finish(task_id)
+            assert text(task["result"]) == "main: 1,204 items"
+    finally:
+        for handler in task_log.handlers[:]:
+            task_log.removeHandler(handler)
+        task_log.setLevel(logging.NOTSET)
+    log = capsys.readouterr().err
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    for event in ("created", "completed"):
+        line = rf"{stamp} INFO mcptasks.tasks: task {re.escape(task_id[:8])}\S* {event} \(tool recount\)"
+        assert re.search(line, log), log
     target = load_target(str(SNIPPETS / "howto_extension.py") + ":server")
     assert extension_of(target) is not None
 

@@ -356,6 +356,8 @@ async def test_job_runner_runs_shell_strings_and_merges_stderr(
         task = await tasks.finish(task_id)
     report = task["result"]["structuredContent"]
     assert report["output_tail"][-3:] == ["to-stdout", "to-stderr", "no-stdin"]
+    assert report["output_tail"][-4] == "$ echo to-stdout; echo to-stderr 1>&2; read line || echo no-stdin"
+    assert report["steps"][0]["command"] == "echo to-stdout; echo to-stderr 1>&2; read line || echo no-stdin"
 
 
 async def test_job_runner_reports_a_program_that_cannot_start(
@@ -488,6 +490,12 @@ async def test_job_runner_default_build_pipeline(
     assert len(report["steps"]) == 3
     assert report["output_tail"][-1] == "uploading artifact: 100%"
     assert any("compiling module" in m for m in tasks.seen_status), tasks.seen_status
+    # the stand-ins are shown by a short label, not as a shell-quoted interpreter command line
+    labels = ["compile (stand-in)", "package (stand-in)", "upload (stand-in)"]
+    assert [step["command"] for step in report["steps"]] == labels
+    assert [line for line in report["output_tail"] if "(stand-in)" in line] == labels
+    shown = [*tasks.seen_status, *report["output_tail"]]
+    assert not [m for m in shown if sys.executable in m or "import time" in m], shown
 
 
 # -- the code before a generator's first yield runs in the task, not on tools/call ----------------
