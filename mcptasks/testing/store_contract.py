@@ -41,7 +41,15 @@ import anyio
 import pytest
 
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import CountsActive, KeepsJournal, TaskExists, TaskRecord, TaskStore, keeps_offers
+from mcptasks.stores.base import (
+    CountsActive,
+    KeepsJournal,
+    KeepsOffers,
+    TaskExists,
+    TaskRecord,
+    TaskStore,
+    keeps_offers,
+)
 
 __all__ = ["StoreContract"]
 
@@ -616,11 +624,16 @@ class StoreContract:
 
     # -- tool offers (`KeepsOffers`: rolling deploys) ------------------------------------------
 
-    @pytest.mark.anyio
-    async def test_claim_with_tools_takes_only_records_of_those_tools(self, store: TaskStore) -> None:
+    def _offers(self, store: TaskStore) -> KeepsOffers:
+        """`store` as a `KeepsOffers`; skips the test when the store keeps no tool offers."""
         offers = keeps_offers(store)
         if offers is None:
             pytest.skip("this store keeps no tool offers (runner_offers)")
+        return offers
+
+    @pytest.mark.anyio
+    async def test_claim_with_tools_takes_only_records_of_those_tools(self, store: TaskStore) -> None:
+        offers = self._offers(store)
         now = time.time()
         other = [await store.create(_record(tool="new_tool", created_at=now - 20 + i)) for i in range(3)]
         mine = [await store.create(_record(tool="old_tool", created_at=now - 10 + i)) for i in range(2)]
@@ -637,17 +650,13 @@ class StoreContract:
 
     @pytest.mark.anyio
     async def test_claim_without_tools_still_takes_any_tool(self, store: TaskStore) -> None:
-        offers = keeps_offers(store)
-        if offers is None:
-            pytest.skip("this store keeps no tool offers (runner_offers)")
+        offers = self._offers(store)
         ids = {(await store.create(_record(tool=f"tool-{i}"))).task_id for i in range(3)}
         assert {r.task_id for r in await offers.claim("worker-1", 10, tools=None)} == ids
 
     @pytest.mark.anyio
     async def test_runner_offers_keep_each_runners_latest_tools_and_lease(self, store: TaskStore) -> None:
-        offers = keeps_offers(store)
-        if offers is None:
-            pytest.skip("this store keeps no tool offers (runner_offers)")
+        offers = self._offers(store)
         before = time.time()
         await offers.heartbeat("runner-a", 60.0, tools=["b_tool", "a_tool"])
         await offers.heartbeat("runner-gone", -5.0, tools=["old_tool"])
