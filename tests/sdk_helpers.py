@@ -444,8 +444,14 @@ class Tasks:
         wanted = {statuses} if isinstance(statuses, str) else set(statuses)
         return await self.wait(task_id, lambda t: t["status"] in wanted, what=f"status in {sorted(wanted)}")
 
-    async def finish(self, task_id: str) -> dict[str, Any]:
-        return await self.wait_status(task_id, TERMINAL_STATUSES)
+    async def finish(self, task_id: str, *, within: float = TIMEOUT) -> dict[str, Any]:
+        """Poll until the task ends (for at most `within` seconds); return its last snapshot."""
+        return await poll(
+            lambda: self.get(task_id),
+            lambda t: t["status"] in TERMINAL_STATUSES,
+            what="a terminal status",
+            within=within,
+        )
 
     async def wait_input(self, task_id: str, *, count: int | None = None) -> dict[str, Any]:
         """Wait until the task is input_required (with exactly `count` keys when given)."""
@@ -471,12 +477,16 @@ async def connect(server: Any, *, tasks: bool = True, **options: Any) -> AsyncIt
 
 
 async def poll(
-    look: Callable[[], Any], predicate: Callable[[Any], bool], *, what: str = "the condition"
+    look: Callable[[], Any],
+    predicate: Callable[[Any], bool],
+    *,
+    what: str = "the condition",
+    within: float = TIMEOUT,
 ) -> Any:
     """Call `look()` until `predicate` holds on its value (a tiny pause between looks, never as sync)."""
     last: Any = None
     try:
-        with anyio.fail_after(TIMEOUT):
+        with anyio.fail_after(within):
             while True:
                 last = await look()
                 if predicate(last):

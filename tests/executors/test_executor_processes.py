@@ -380,7 +380,7 @@ async def test_a_rolling_deploy_on_temporal_runs_new_tools_only_on_new_workers(
         async with client_of(deploy.server) as tasks:
             fresh = [str((await tasks.start("fresh"))["taskId"]) for _ in range(20)]
             with anyio.fail_after(BOUND):
-                finals = {task_id: await tasks.finish(task_id, BOUND) for task_id in fresh}
+                finals = {task_id: await tasks.finish(task_id, within=BOUND) for task_id in fresh}
     finally:
         deploy.close()
     failed = {task_id: final for task_id, final in finals.items() if final["status"] != "completed"}
