@@ -35,17 +35,9 @@ from typing import Any
 
 import anyio
 
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    EXTENSION_ID,
-    Elicit,
-    EngineConfig,
-    Limits,
-    Result,
-    TaskEngine,
-    TasksProtocol,
-    task_tool,
-)
+from mcptasks import Elicit, EngineConfig, Limits, Result, task_tool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
+from mcptasks.wire import EXTENSION_ID
 
 ROOT = Path(__file__).resolve().parent.parent
 META: dict[str, Any] = {

@@ -47,19 +47,10 @@ from typing import Any
 
 import anyio
 
-from mcptasks import (
-    Elicit,
-    EngineConfig,
-    Result,
-    TaskContext,
-    TaskEngine,
-    TaskRecord,
-    TaskStore,
-    TaskTool,
-    Yields,
-    task_tool,
-)
-from mcptasks.stores import store_from_url
+from mcptasks import Elicit, EngineConfig, Result, TaskContext, Yields, task_tool
+from mcptasks.authoring import TaskTool
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord, TaskStore, store_from_url
 
 ALL_BACKENDS = ("memory", "sqlite", "redis", "postgres")
 STEPS = (0, 1, 10)

@@ -38,19 +38,10 @@ import anyio
 import psutil  # type: ignore[import-untyped]
 
 import mcptasks
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    EXTENSION_ID,
-    Elicit,
-    MemoryTaskStore,
-    Result,
-    SqliteTaskStore,
-    TaskEngine,
-    TaskRecord,
-    TasksProtocol,
-    TaskStore,
-    task_tool,
-)
+from mcptasks import Elicit, MemoryTaskStore, Result, SqliteTaskStore, task_tool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
+from mcptasks.stores import TaskRecord, TaskStore
+from mcptasks.wire import EXTENSION_ID
 
 META: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
 """The `_meta` of a request that opted in to the tasks extension."""

@@ -80,10 +80,12 @@ from typing import Any
 
 import anyio
 
-from mcptasks import EngineConfig, TaskContext, TaskEngine, TaskRecord, TaskStore, TaskTool, task_tool
+from mcptasks import EngineConfig, TaskContext, task_tool
 from mcptasks._runtime.executor import executor_from_url
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER
-from mcptasks.stores import store_from_url
+from mcptasks.authoring import TaskTool
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord, TaskStore, store_from_url
 
 ALL_EXECUTORS = ("in-process", "claiming", "temporal", "temporal-bare", "dbos-sqlite", "dbos-postgres")
 ALL_STORES = ("sqlite", "postgres")

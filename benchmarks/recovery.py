@@ -39,7 +39,9 @@ from pathlib import Path
 import anyio
 import httpx2
 
-from mcptasks import ANONYMOUS_OWNER, SqliteTaskStore, TaskRecord
+from mcptasks import SqliteTaskStore
+from mcptasks.lowlevel import ANONYMOUS_OWNER
+from mcptasks.stores import TaskRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 PRINT_ID = "from mcptasks._runtime.instances import new_instance_id; print(new_instance_id(), flush=True)"

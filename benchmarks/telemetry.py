@@ -72,16 +72,9 @@ async def _spread(
 
 def child(mode: str, creates: int, gets: int) -> dict[str, float]:
     """One measurement in this (fresh) interpreter."""
-    from mcptasks import (
-        EXTENSION_ID,
-        EngineConfig,
-        Limits,
-        MemoryTaskStore,
-        Result,
-        TaskEngine,
-        TasksProtocol,
-        task_tool,
-    )
+    from mcptasks import EngineConfig, Limits, MemoryTaskStore, Result, task_tool
+    from mcptasks.lowlevel import TaskEngine, TasksProtocol
+    from mcptasks.wire import EXTENSION_ID
 
     meta: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION_ID: {}}}}
     tracer: Any = _sdk_tracer() if mode.startswith("sdk") else None

@@ -21,17 +21,10 @@ from pathlib import Path
 import anyio
 import uvicorn
 
-from mcptasks import (
-    Elicit,
-    EngineConfig,
-    ProtocolError,
-    Result,
-    SqliteTaskStore,
-    TaskEngine,
-    TaskRecord,
-    task_tool,
-)
+from mcptasks import Elicit, EngineConfig, ProtocolError, Result, SqliteTaskStore, task_tool
 from mcptasks.dashboard import dashboard_app
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord
 
 CHROMIUM_FLAGS = (
     "--headless",

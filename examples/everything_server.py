@@ -43,7 +43,8 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field
 
-from mcptasks import Accepted, Elicit, Inputs, ListRoots, Result, Roots, Sample, TaskServer, task_tool
+from mcptasks import Accepted, Elicit, Inputs, ListRoots, Result, Sample, TaskServer, task_tool
+from mcptasks.authoring import Roots
 
 # A 1x1 PNG and a tiny WAV header: the suite checks the content type, not the pixels.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="

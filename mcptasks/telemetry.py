@@ -22,9 +22,9 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 try:
     from opentelemetry import metrics, trace
@@ -35,11 +35,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("mcptasks.telemetry needs OpenTelemetry: pip install 'mcptasks[otel]'") from exc
 
-from mcptasks import __version__
 from mcptasks._runtime.failures import failure_label
 from mcptasks._runtime.observer import add_observer
+from mcptasks._version import __version__
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.base import RunnerOffer, TaskRecord, TaskStore, combined_replace, keeps_offers
+from mcptasks.stores.base import KeepsOffers, RunnerOffer, StoreBase, TaskRecord, TaskStore, combined_replace
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = ["METRICS", "TaskLogFilter", "Telemetry", "current_task", "instrument"]
@@ -379,17 +380,18 @@ def _mark_span_ended(span: trace.Span, after: TaskRecord, error: str | None) -> 
         span.set_status(StatusCode.ERROR, _bounded(message) if message is not None else None)
 
 
-class TimedStore:
-    """A `TaskStore` that counts and times every call of another (and counts failed calls)."""
+class TimedStore(StoreBase):
+    """A store that counts and times the calls of another (and counts failed calls): the record,
+    queue, liveness, change-feed and operator calls; the rest goes straight through. A store that
+    does not subclass `StoreBase` is adopted first (`adopt_store`)."""
 
-    def __init__(self, store: TaskStore, calls: _Tally, seconds: _Tally) -> None:
-        self.inner = store
+    def __init__(self, store: TaskStore | StoreBase, calls: _Tally, seconds: _Tally) -> None:
+        inner = self.inner = adopt_store(store)
         self._calls = calls
         self._seconds = seconds
-        self.durable = store.durable
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        self.durable = inner.durable
+        self.permanent_errors = inner.permanent_errors
+        self._combined = combined_replace(inner) is not None
 
     def __repr__(self) -> str:
         return f"TimedStore({self.inner!r})"
@@ -412,6 +414,9 @@ class TimedStore:
     async def open(self) -> None:
         await self._timed("open", self.inner.open())
 
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        await self.inner.open_existing(migrate=migrate)
+
     async def close(self) -> None:
         await self._timed("close", self.inner.close())
 
@@ -429,21 +434,16 @@ class TimedStore:
         )
         return result
 
-    @property
-    def replace_and_publish(self) -> Callable[..., Awaitable[bool]] | None:
-        """The inner store's `replace_and_publish` timed as a `replace`; None when the inner store
-        may not combine them (see `combined_replace`), so the engine calls `replace` and `publish`."""
-        combined = combined_replace(self.inner)
-        if combined is None:
-            return None
-
-        async def timed(record: TaskRecord, *, expected_version: int, message: str) -> bool:
-            result: bool = await self._timed(
-                "replace", combined(record, expected_version=expected_version, message=message)
+    async def replace_and_publish(self, record: TaskRecord, *, expected_version: int, message: str) -> bool:
+        """The inner store's own `replace_and_publish` timed as a `replace`; for one without
+        (see `combined_replace`), a timed `replace` followed by a timed `publish`."""
+        if not self._combined:
+            return await super().replace_and_publish(
+                record, expected_version=expected_version, message=message
             )
-            return result
-
-        return timed
+        combined = self.inner.replace_and_publish(record, expected_version=expected_version, message=message)
+        result: bool = await self._timed("replace", combined)
+        return result
 
     async def list_active(self) -> list[TaskRecord]:
         result: list[TaskRecord] = await self._timed("list_active", self.inner.list_active())
@@ -453,25 +453,27 @@ class TimedStore:
         result: int = await self._timed("delete_expired", self.inner.delete_expired(now))
         return result
 
+    async def count_active(self, owner: str) -> int:
+        return await self.inner.count_active(owner)
+
+    async def epoch(self) -> str | None:
+        return await self.inner.epoch()
+
+    def twin(self) -> StoreBase | None:
+        return self.inner.twin()
+
     async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
-        offers = keeps_offers(self.inner)
-        if tools is None or offers is None:
+        if tools is None or self.inner.offers() is None:
             await self._timed("heartbeat", self.inner.heartbeat(runner, ttl))
         else:
-            await self._timed("heartbeat", offers.heartbeat(runner, ttl, tools=tools))
+            await self._timed("heartbeat", self.inner.heartbeat(runner, ttl, tools=tools))
 
-    @property
-    def runner_offers(self) -> Callable[[], Awaitable[dict[str, RunnerOffer]]] | None:
-        """The inner store's `runner_offers` timed; None when it keeps no offers (`keeps_offers`)."""
-        offers = keeps_offers(self.inner)
-        if offers is None:
-            return None
+    def offers(self) -> KeepsOffers | None:
+        return None if self.inner.offers() is None else cast(KeepsOffers, self)
 
-        async def timed() -> dict[str, RunnerOffer]:
-            result: dict[str, RunnerOffer] = await self._timed("runner_offers", offers.runner_offers())
-            return result
-
-        return timed
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        result: dict[str, RunnerOffer] = await self._timed("runner_offers", self.inner.runner_offers())
+        return result
 
     async def live_runners(self) -> set[str]:
         result: set[str] = await self._timed("live_runners", self.inner.live_runners())
@@ -480,13 +482,18 @@ class TimedStore:
     async def claim(
         self, runner: str, limit: int, *, tools: Collection[str] | None = None
     ) -> list[TaskRecord]:
-        offers = keeps_offers(self.inner)
-        if tools is None or offers is None:
+        if tools is None or self.inner.offers() is None:
             claimed = self.inner.claim(runner, limit)
         else:
-            claimed = offers.claim(runner, limit, tools=tools)
+            claimed = self.inner.claim(runner, limit, tools=tools)
         result: list[TaskRecord] = await self._timed("claim", claimed)
         return result
+
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        return await self.inner.append_journal(task_id, position, entry)
+
+    async def read_journal(self, task_id: str) -> list[str]:
+        return await self.inner.read_journal(task_id)
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
         result: TaskPage = await self._timed(

@@ -16,20 +16,11 @@ from typing import Any
 
 import anyio
 
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    EXTENSION_ID,
-    EngineConfig,
-    MemoryTaskStore,
-    Result,
-    TaskEngine,
-    TaskRecord,
-    TasksProtocol,
-    TaskStore,
-    TaskTool,
-    task_tool,
-)
-from mcptasks.wire import TERMINAL_STATUSES
+from mcptasks import EngineConfig, MemoryTaskStore, Result, task_tool
+from mcptasks.authoring import TaskTool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
+from mcptasks.stores import TaskRecord, TaskStore
+from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
 
 DEFAULT_TIMEOUT = 10.0
 """Upper bound of every wait; never a synchronisation delay."""

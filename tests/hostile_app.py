@@ -18,17 +18,8 @@ import anyio
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 
-from mcptasks import (
-    Elicit,
-    EngineConfig,
-    InputRequest,
-    Inputs,
-    Limits,
-    Result,
-    Status,
-    TaskContext,
-    TaskServer,
-)
+from mcptasks import Elicit, EngineConfig, Inputs, Limits, Result, TaskContext, TaskServer
+from mcptasks.authoring import InputRequest, Status
 
 LIMITS = Limits(
     max_result_bytes=100_000,

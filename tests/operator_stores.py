@@ -18,16 +18,9 @@ import anyio
 import pytest
 from helpers import wait_for_status
 
-from mcptasks import (
-    Elicit,
-    EngineConfig,
-    ProtocolError,
-    Result,
-    SqliteTaskStore,
-    TaskEngine,
-    TaskRecord,
-    task_tool,
-)
+from mcptasks import Elicit, EngineConfig, ProtocolError, Result, SqliteTaskStore, task_tool
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord
 from mcptasks.stores.url import store_from_url
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -49,6 +49,12 @@ EXIT_WAIT = 30.0
 """How long a killed process may take to be reaped."""
 
 
+def process_test_marks() -> list[pytest.MarkDecorator]:
+    """The marks of a test module that starts real processes (`pytestmark = process_test_marks()`):
+    its tests are async, and slow (`-m "not slow"` leaves them out)."""
+    return [pytest.mark.anyio, pytest.mark.slow]
+
+
 @dataclasses.dataclass
 class ServerProcess:
     """One `mcptasks serve` (or worker) process a test started; its output goes to `log`."""

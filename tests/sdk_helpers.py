@@ -48,7 +48,6 @@ from mcp_types import Result as WireResult
 from pydantic import BaseModel, ConfigDict
 
 from mcptasks import (
-    EXTENSION_ID,
     Accepted,
     Elicit,
     Inputs,
@@ -61,7 +60,7 @@ from mcptasks import (
     ToolError,
 )
 from mcptasks.client import CancelTaskRequest, GetTaskRequest, UpdateTaskRequest
-from mcptasks.wire import TERMINAL_STATUSES
+from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
 
 PROTOCOL_VERSION = "2026-07-28"
 TIMEOUT = 30.0

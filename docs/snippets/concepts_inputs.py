@@ -12,15 +12,13 @@ from mcptasks import (
     Inputs,
     ListRoots,
     Result,
-    Roots,
-    RootsAnswer,
     Sample,
-    Sampled,
     TaskContext,
     TaskServer,
     Unsupported,
     Yields,
 )
+from mcptasks.authoring import Roots, RootsAnswer, Sampled
 
 app = TaskServer("inputs")
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 
-from mcptasks import SqliteTaskStore, TaskPage, TaskQuery, TaskRecord, TaskServer, TaskStats, TaskStore
+from mcptasks import SqliteTaskStore, TaskServer
+from mcptasks.stores import TaskPage, TaskQuery, TaskRecord, TaskStats, TaskStore
 
 SEALED_FIELDS = ("arguments", "result", "error", "input_requests", "input_responses")
 """The record fields that can hold user data; everything else the engine needs in clear."""

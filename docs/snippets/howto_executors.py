@@ -39,7 +39,7 @@ async def release(version: str, ctx: TaskContext):
 # --8<-- [start:in-code]
 def release_server(store: str, temporal: str) -> TaskServer:
     """The same server configured in code: `executor=` takes an executor or its URL."""
-    from mcptasks import TemporalExecutor
+    from mcptasks.executors import TemporalExecutor
 
     server = TaskServer("releases", store=store, executor=TemporalExecutor(temporal, task_queue="releases"))
     server.task_tool(durable=True)(release.fn)

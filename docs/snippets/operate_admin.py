@@ -8,7 +8,8 @@ import time
 
 import anyio
 
-from mcptasks import TaskQuery, store_from_url
+from mcptasks import store_from_url
+from mcptasks.stores import TaskQuery
 
 
 async def report(url: str) -> None:

@@ -13,7 +13,8 @@ import pytest
 from cryptography.fernet import Fernet
 from howto_custom_store import EncryptedStore
 
-from mcptasks import SqliteTaskStore, TaskRecord, TaskStore
+from mcptasks import SqliteTaskStore
+from mcptasks.stores import TaskRecord, TaskStore
 from mcptasks.testing import StoreContract
 
 KEY = Fernet.generate_key()

@@ -18,8 +18,10 @@ from typing import Any
 
 from mcptasks._authoring.threaded import ThreadShare, as_share
 from mcptasks._authoring.values import storable_text, unstorable
-from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
-from mcptasks.wire import INTERNAL_ERROR
+from mcptasks.errors import JournalDiverged as JournalDiverged
+from mcptasks.errors import JournalFull as JournalFull
+from mcptasks.errors import ProtocolError, ToolError
+from mcptasks.errors import StepFailed as StepFailed
 
 
 class Step:
@@ -57,42 +59,6 @@ def runs_in_thread(fn: Callable[..., Any]) -> bool:
     """Whether a step of `fn` runs in a worker thread (it is no coroutine function)."""
     target = getattr(fn, "func", fn)
     return not (inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(type(target).__call__))
-
-
-class StepFailed(MCPTasksError):
-    """A step's function raised: what `ctx.step` raises, on the run that called the function
-    (with the original exception as `__cause__`) and on every replay of the body (from the
-    journal), so a durable body sees the same exception either way. (A `ToolError` or a
-    `ProtocolError` is raised as itself: it says how the task ends.)
-
-    `type` is the original exception's class name, `message` its text, `step` the step's name.
-    """
-
-    def __init__(self, step: str, type: str, message: str) -> None:
-        super().__init__(
-            f"step {step!r} raised {type}: {message}" if message else f"step {step!r} raised {type}"
-        )
-        self.step = step
-        self.type = type
-        self.message = message
-
-
-class JournalDiverged(ProtocolError):
-    """A replayed durable body asked for a different step or question than its journal holds at
-    that position (its code changed while the task was in flight, or it decided on time or
-    randomness outside a step): the task fails with this, naming the position."""
-
-    def __init__(self, message: str, position: int) -> None:
-        super().__init__(INTERNAL_ERROR, message, {"reason": "journal_diverged", "position": position})
-        self.position = position
-
-
-class JournalFull(ProtocolError):
-    """A durable body's journal reached one of its bounds (`Limits.max_journal_entries`,
-    `Limits.max_journal_bytes`): the task fails with this, naming the bound."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(INTERNAL_ERROR, message, {"reason": "journal_full"})
 
 
 def now() -> float:

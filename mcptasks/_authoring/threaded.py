@@ -21,15 +21,7 @@ import anyio
 import anyio.to_thread
 from anyio import CapacityLimiter
 
-from mcptasks.errors import MCPTasksError
-
-
-class CancelRequested(MCPTasksError):
-    """The task was cancelled (or the server is shutting down): raised in a body by
-    `TaskContext.check_cancelled()`, and at the `yield` of a `def` generator being stopped."""
-
-    def __init__(self, message: str = "the task was cancelled") -> None:
-        super().__init__(message)
+from mcptasks.errors import CancelRequested as CancelRequested
 
 
 class _Stopped:

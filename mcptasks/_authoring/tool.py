@@ -23,7 +23,7 @@ from typing_extensions import ParamSpec, TypeVar, Unpack
 from mcptasks._authoring.capabilities import INPUT_CAPABILITIES, InputCapability
 from mcptasks._authoring.context import TaskContext
 from mcptasks._authoring.threaded import ThreadedGenerator, ThreadShare, as_share, run_in_thread
-from mcptasks.errors import ToolError
+from mcptasks.errors import InvalidArguments as InvalidArguments
 from mcptasks.wire import EXTENSION_ID, TaskSupport
 
 FallbackMode = Literal["inline", "tools", "reject"]
@@ -42,10 +42,6 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 DEFAULT_TTL_SECONDS = 3600.0
 DEFAULT_POLL_INTERVAL_SECONDS = 1.0
-
-
-class InvalidArguments(ToolError):
-    """The tool was called with arguments its input schema rejects; no task is created."""
 
 
 def _to_ms(value: float | timedelta | None, option: str, *, allow_none: bool) -> int | None:

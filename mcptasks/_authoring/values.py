@@ -13,11 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mcptasks.errors import MCPTasksError
-
-
-class InvalidValue(MCPTasksError, TypeError):
-    """A yielded value cannot be stored or sent as JSON (the message says where and why)."""
+from mcptasks.errors import InvalidValue as InvalidValue
 
 
 def _where(path: str) -> str:

@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from mcptasks.errors import MCPTasksError
+from mcptasks.errors import InvalidAnswer as InvalidAnswer
 from mcptasks.wire import shared_json
 
 T = TypeVar("T")
@@ -34,10 +34,6 @@ Yields: TypeAlias = AsyncGenerator[Any, Any]
 """The return annotation of a generator body (`async def tool(...) -> Yields:`): it may yield any
 of the values above, and each `yield` evaluates to an untyped value; annotate the variable that
 takes an answer (`answer: Answer[Model] = yield Elicit(...)`) to have it checked."""
-
-
-class InvalidAnswer(MCPTasksError):
-    """A client's answer did not fit the request; the request is issued again with this reason."""
 
 
 @dataclass(frozen=True)

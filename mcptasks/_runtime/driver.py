@@ -32,7 +32,8 @@ from mcptasks._authoring.values import (
 from mcptasks._authoring.yields import Delegate, InputRequest, Result, Status, as_input_requests
 from mcptasks._runtime.resumable import movable
 from mcptasks._runtime.watchdog import BodyLabel, Label, current_body, watched
-from mcptasks.errors import MCPTasksError, ProtocolError, ToolError
+from mcptasks.errors import ProtocolError, ToolError
+from mcptasks.errors import UnsupportedYield as UnsupportedYield
 from mcptasks.wire import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -119,10 +120,6 @@ class Pending:
     """A yielded value the driver has not handled yet (hand-over from an MRTR round to a task)."""
 
     item: Any
-
-
-class UnsupportedYield(MCPTasksError, TypeError):
-    """Thrown into a generator that yielded a value the driver does not understand."""
 
 
 class Interrupt(BaseException):

@@ -23,7 +23,9 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from mcptasks.errors import MCPTasksError
+from mcptasks.errors import HandedOver as HandedOver
+from mcptasks.errors import HeldElsewhere as HeldElsewhere
+from mcptasks.errors import NotServedHere as NotServedHere
 from mcptasks.stores.base import TaskRecord, TaskStore
 
 if TYPE_CHECKING:
@@ -31,32 +33,6 @@ if TYPE_CHECKING:
 
 EXECUTOR_ENV = "MCPTASKS_EXECUTOR"
 """The environment variable `mcptasks serve` / `worker` read an executor URL from."""
-
-
-class HeldElsewhere(MCPTasksError):
-    """`run_task` found the task held by another live runner: try again later."""
-
-    def __init__(self, task_id: str, runner: str) -> None:
-        super().__init__(f"task {task_id} is running on {runner}, which is still alive; try again later")
-        self.runner = runner
-
-
-class NotServedHere(MCPTasksError):
-    """`run_task` was asked to run a task whose tool this worker does not know, while the store
-    keeps tool offers (a rolling deploy): the executor must run it on another worker. The task
-    fails (`no_worker_for_tool`) once no live worker has offered its tool for `no_worker_timeout`."""
-
-    def __init__(self, task_id: str, tool: str) -> None:
-        super().__init__(f"task {task_id} needs the task tool {tool!r}, which this worker does not run")
-        self.tool = tool
-
-
-class HandedOver(MCPTasksError):
-    """`run_task` stopped the body without ending the task (this worker is shutting down, or the
-    store could not be reached): the task is back in the queue and must run again elsewhere."""
-
-    def __init__(self, task_id: str, why: str) -> None:
-        super().__init__(f"task {task_id} did not end here ({why}); it must run again")
 
 
 class ExecutorHost(Protocol):

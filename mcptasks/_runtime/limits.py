@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Final, Literal
 
-from mcptasks.errors import ProtocolError
+from mcptasks.errors import TooManyTasks as TooManyTasks
 
 TOO_MANY_TASKS = -32000
 """JSON-RPC error code of a create refused by `max_active_per_owner` / `max_active`."""
@@ -193,16 +193,3 @@ def reached(scope: str, limit: int, what: str) -> str:
     (`scope` "owner") or "this server has reached the server limit of N <what>"."""
     who = "you have reached the per-owner" if scope == "owner" else "this server has reached the server"
     return f"{who} limit of {limit} {what}"
-
-
-class TooManyTasks(ProtocolError):
-    """A create refused because the owner or the server has too many running tasks."""
-
-    def __init__(self, scope: str, limit: int, retry_after_ms: int) -> None:
-        super().__init__(
-            TOO_MANY_TASKS,
-            f"Too many active tasks: {reached(scope, limit, 'running tasks')}; retry in {retry_after_ms} ms "
-            "or after some finish",
-            {"reason": "too_many_tasks", "retryAfterMs": retry_after_ms, "limit": limit, "scope": scope},
-        )
-        self.retry_after_ms = retry_after_ms

@@ -25,7 +25,8 @@ from mcptasks._runtime.driver import InlineChannel, Interrupt, Pending
 from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.request_state import RequestStateCodec, arguments_digest
 from mcptasks.errors import ProtocolError, ToolError
-from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
+from mcptasks.errors import StepBeforeTask as StepBeforeTask
+from mcptasks.wire import INVALID_PARAMS
 
 
 class InputNeeded(Interrupt):
@@ -34,23 +35,6 @@ class InputNeeded(Interrupt):
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
         super().__init__("input needed")
         self.requests = requests
-
-
-class StepBeforeTask(ProtocolError):
-    """A durable tool's body reached a step while it ran before its task existed (its
-    `input_before_task` rounds): the call fails with this before the step runs. Those rounds run
-    the body again on every round and every re-sent call, with nowhere to journal a step that a
-    client could not replay, so a step there would run any number of times."""
-
-    def __init__(self, tool: str, step: str) -> None:
-        super().__init__(
-            INTERNAL_ERROR,
-            f"Task tool {tool!r} reached step {step!r} before its task exists (in its input_before_task "
-            "rounds, which run the body again on every round and every re-sent call, so the step "
-            "would not run once); a durable tool's steps run in its task: start the task before the "
-            "first step by yielding a status (or `yield Step(...)`) after the last before_task question",
-            {"reason": "step_before_task", "step": step},
-        )
 
 
 class ReplayChannel(InlineChannel):

@@ -10,8 +10,9 @@ store calls (waiting for input, saving a checkpoint, recording its end) are retr
 (`store_failure_error`), never a hang and never a bare "Internal server error".
 
 A store declares the exception types that are permanent for it in a `permanent_errors`
-attribute (the SQLite, Redis and PostgreSQL stores do); `TypeError` and `ValueError` (a value
-that cannot be encoded or decoded) are permanent for every store.
+attribute (`StoreBase.permanent_errors`, empty by default; the SQLite, Redis and PostgreSQL
+stores declare theirs); `TypeError` and `ValueError` (a value that cannot be encoded or decoded)
+are permanent for every store.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TypeVar
 import anyio
 
 from mcptasks.errors import MCPTasksError, ProtocolError
+from mcptasks.stores.base import StoreBase
 from mcptasks.wire import INTERNAL_ERROR
 
 __all__ = [
@@ -61,7 +63,9 @@ RETRY_AFTER_MS = 1000
 
 def permanent_errors(store: object) -> tuple[type[BaseException], ...]:
     """The exception types `store` declares permanent (its `permanent_errors`), with the defaults."""
-    declared = getattr(store, "permanent_errors", None) or ()
+    if isinstance(store, StoreBase):
+        return DEFAULT_PERMANENT_ERRORS + store.permanent_errors
+    declared = getattr(store, "permanent_errors", None) or ()  # until the engine adopts its store
     return DEFAULT_PERMANENT_ERRORS + tuple(declared)
 
 

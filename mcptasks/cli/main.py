@@ -14,9 +14,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mcptasks import __version__
 from mcptasks._runtime.executor import EXECUTOR_ENV
 from mcptasks._runtime.gctuning import tune_gc
+from mcptasks._version import __version__
 from mcptasks.cli.arguments import Handler
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging

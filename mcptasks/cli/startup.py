@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from mcptasks import __version__
 from mcptasks._runtime.safe_text import json_text
+from mcptasks._version import __version__
 from mcptasks.cli.logsetup import json_fields
 from mcptasks.cli.output import write
 

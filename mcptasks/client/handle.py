@@ -21,7 +21,7 @@ from mcptasks.client.push import PushRouter
 from mcptasks.client.registry import tasks_client_of
 from mcptasks.client.requests import Ack, CancelTaskRequest, GetTaskRequest, UpdateTaskRequest
 from mcptasks.client.state import DetailedTask, StatusCallback
-from mcptasks.client.watch import TaskWatch
+from mcptasks.client.watch import Followed, TaskWatch
 from mcptasks.errors import TaskNotFound
 from mcptasks.wire import INVALID_PARAMS, METHOD_NOT_FOUND
 
@@ -205,7 +205,15 @@ class TaskHandle:
         Raises `TaskStuck`, `TaskInputError`, `TaskNotFound` or `TaskUnreachable`; leaving the
         loop (or a cancelled watch) leaves the task running.
         """
-        return TaskWatch(self, answer_inputs=answer_inputs)
+        return TaskWatch(_Following(self), answer_inputs=answer_inputs)
+
+    def _first_state(self) -> DetailedTask | None:
+        """The state a new watch starts from without a `tasks/get` (None: it fetches one)."""
+        fresh, self._fresh = self._fresh, False
+        # The creation result seeds the first state, but carries no result/error/inputRequests:
+        # a task created already terminal is fetched at once.
+        last = self.last
+        return last if fresh and last is not None and not last.terminal else None
 
     async def wait(self, *, answer_inputs: bool = True) -> DetailedTask:
         """Follow the task to its terminal state (answering input) and return that state;
@@ -287,6 +295,44 @@ class TaskHandle:
     async def _ledger_update(self, status: str) -> None:
         if self.ledger is not None and self.server_id is not None and self.task_id is not None:
             await anyio.to_thread.run_sync(partial(self.ledger.update, self.server_id, self.task_id, status))
+
+
+class _Following(Followed):
+    """A handle as its `TaskWatch` sees it: the handle's own requests and the state it keeps."""
+
+    def __init__(self, handle: TaskHandle) -> None:
+        self._handle = handle
+
+    @property
+    def task_id(self) -> str | None:
+        return self._handle.task_id
+
+    @property
+    def session(self) -> ClientSession:
+        return self._handle.session
+
+    @property
+    def policy(self) -> TaskPolicy:
+        return self._handle.policy
+
+    @property
+    def push(self) -> PushRouter | None:
+        return self._handle._push
+
+    def first(self) -> DetailedTask | None:
+        return self._handle._first_state()
+
+    async def status(self) -> DetailedTask:
+        return await self._handle.status()
+
+    async def saw(self, task: DetailedTask) -> None:
+        await self._handle._saw(task)
+
+    async def answer(self, task: DetailedTask) -> bool:
+        return await self._handle._answer(task)
+
+    async def cancel_quietly(self) -> bool:
+        return await self._handle._cancel_quietly()
 
 
 def _dump_response(value: types.InputResponse | Mapping[str, Any]) -> dict[str, Any]:

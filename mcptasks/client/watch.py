@@ -9,22 +9,57 @@ from __future__ import annotations
 
 import math
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
+from mcp import ClientSession
 
 from mcptasks.client.errors import TaskStuck
-from mcptasks.client.push import listen_once
+from mcptasks.client.policy import TaskPolicy
+from mcptasks.client.push import PushRouter, listen_once
 from mcptasks.client.state import DetailedTask, Signature, signature
-
-if TYPE_CHECKING:
-    from mcptasks.client.handle import TaskHandle
 
 _QUIET_POLLS = 10
 """Poll intervals a listen stream may stay quiet before one `tasks/get` checks the task."""
 
 _MAX_FRUITLESS_LISTENS = 3
 """Listen streams in a row that end without a new state before a handle falls back to polling."""
+
+
+class Followed(Protocol):
+    """What a `TaskWatch` uses of the task it follows (`TaskHandle.watch` gives it one)."""
+
+    @property
+    def task_id(self) -> str | None:
+        """The task's id; None when the server answered without creating a task."""
+
+    @property
+    def session(self) -> ClientSession:
+        """The connection the task lives on."""
+
+    @property
+    def policy(self) -> TaskPolicy:
+        """How to poll, when the task counts as stuck, and what to do then."""
+
+    @property
+    def push(self) -> PushRouter | None:
+        """Where pushed states arrive (None: poll only)."""
+
+    def first(self) -> DetailedTask | None:
+        """The state to start from without a `tasks/get` (the creation result, for the first watch
+        only); None: fetch one."""
+
+    async def status(self) -> DetailedTask:
+        """One `tasks/get`, taken as the latest state."""
+
+    async def saw(self, task: DetailedTask) -> None:
+        """Take a pushed `task` as the latest state."""
+
+    async def answer(self, task: DetailedTask) -> bool:
+        """Answer the input requests of `task` not answered yet; True when something was sent."""
+
+    async def cancel_quietly(self) -> bool:
+        """Best-effort `tasks/cancel`; whether it was sent."""
 
 
 class TaskWatch:
@@ -38,14 +73,11 @@ class TaskWatch:
     the call at once) produces no state.
     """
 
-    def __init__(self, handle: TaskHandle, *, answer_inputs: bool = True) -> None:
+    def __init__(self, handle: Followed, *, answer_inputs: bool = True) -> None:
         self._handle = handle
         self._answer_inputs = answer_inputs
-        self._task = handle.last
-        # The creation result seeds the first state, but carries no result/error/inputRequests:
-        # a task created already terminal is fetched at once.
-        self._fetch = not handle._fresh or self._task is None or self._task.terminal
-        handle._fresh = False
+        self._task = handle.first()
+        self._fetch = self._task is None
         self._done = handle.task_id is None
         self._seen: Signature | None = None
         self._produced: DetailedTask | None = None
@@ -88,10 +120,10 @@ class TaskWatch:
         """After a non-terminal state: answer its input, check for a stuck task, then wait for the
         next state (a push sets it and skips the next poll)."""
         policy = self._handle.policy
-        if self._answer_inputs and task.status == "input_required" and await self._handle._answer(task):
+        if self._answer_inputs and task.status == "input_required" and await self._handle.answer(task):
             self._quiet_since = anyio.current_time()  # time spent answering is not the server's
         elif policy.stuck_after is not None and self._idle() >= policy.stuck_after:
-            cancelled = await self._handle._cancel_quietly() if policy.cancel_on_stuck else False
+            cancelled = await self._handle.cancel_quietly() if policy.cancel_on_stuck else False
             raise TaskStuck(task, policy.stuck_after, cancelled)
         delay = policy.interval(task)
         if policy.stuck_after is not None:
@@ -104,7 +136,7 @@ class TaskWatch:
         return anyio.current_time() - self._quiet_since
 
     def _may_listen(self) -> bool:
-        push = self._handle._push
+        push = self._handle.push
         return (
             push is not None
             and push.enabled(self._handle.session)
@@ -114,15 +146,15 @@ class TaskWatch:
     async def _listen(self, task: DetailedTask, delay: float) -> bool:
         """One listen; False when the next state is known or due now, True to sleep `delay` first."""
         handle, policy = self._handle, self._handle.policy
-        assert handle._push is not None
+        assert handle.push is not None
         # a quiet stream is checked with one tasks/get every _QUIET_POLLS intervals, so a stream
         # that died without the transport noticing costs a delay, never a hang
         within = _QUIET_POLLS * policy.interval(task)
         if policy.stuck_after is not None:
             within = min(within, max(0.0, policy.stuck_after - self._idle()))
-        outcome, pushed = await listen_once(handle.session, handle._push, task, policy.interval(task), within)
+        outcome, pushed = await listen_once(handle.session, handle.push, task, policy.interval(task), within)
         if pushed is not None:
-            await handle._saw(pushed)
+            await handle.saw(pushed)
             self._task, self._fetch, self._fruitless = pushed, False, 0
             return False
         if outcome == "quiet":

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -42,6 +40,14 @@ from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowStatus
 from dbos import error as dbos_errors
 
 from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
+from mcptasks.executors._reconcile import RECONCILE_BATCH as RECONCILE_BATCH
+from mcptasks.executors._reconcile import (
+    connected,
+    due_for_reconcile,
+    end_task_of_closed_workflow,
+    let_body_stop,
+)
+from mcptasks.executors._reconcile import workflow_id as workflow_id
 from mcptasks.stores.base import TaskRecord
 from mcptasks.stores.redaction import redact_url
 
@@ -58,18 +64,9 @@ APP_VERSION = "mcptasks-1"
 with the tools, so every worker may replay every workflow (DBOS would hash the registered code)."""
 DEFAULT_WORKER_CONCURRENCY = 100
 """The queue's per-worker limit when the engine has no `max_concurrent`."""
-RECONCILE_BATCH = 256
-"""The most active records one `reconcile` pass asks DBOS about."""
-_SUBMIT_GRACE = 10.0
-"""Seconds a new record may go without a workflow before `reconcile` enqueues one (a submit is in flight)."""
 _ENDED = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS workflow statuses after which the workflow runs no more."""
 _SCHEMES = ("dbos+postgresql", "dbos+postgres", "dbos+sqlite")
-
-
-def workflow_id(task_id: str) -> str:
-    """The id of a task's workflow: a hash, so the task id (a bearer secret) is not shown as is."""
-    return "mcptasks-" + hashlib.sha256(task_id.encode()).hexdigest()[:40]
 
 
 # -- the worker side: the workflow, its step and the engine they run on --------------------------
@@ -134,10 +131,9 @@ async def _run_step(task_id: str) -> str:
 async def _cancelled_in_dbos(task_id: str, host: ExecutorHost) -> None:
     """The workflow was cancelled in DBOS: cancel the task (nothing when mcptasks cancelled it
     first), then wait a little for the body to stop at its next checkpoint."""
-    if await host.cancel_task(task_id, "Cancelled in DBOS (its workflow was cancelled)."):
+    if await end_task_of_closed_workflow(host, task_id, "DBOS"):
         logger.info("task %s cancelled in DBOS", task_id)
-    with anyio.move_on_after(host.lease_ttl), suppress(HeldElsewhere, HandedOver):
-        await host.run_task(task_id)
+    await let_body_stop(host, task_id)
 
 
 async def _task_workflow(task_id: str) -> str:
@@ -213,9 +209,7 @@ class DBOSExecutor:
     @property
     def client(self) -> DBOSClient:
         """The connected client (`RuntimeError` outside `serving`)."""
-        if self._client is None:
-            raise RuntimeError("the DBOS executor is not connected: its engine is not running")
-        return self._client
+        return connected(self._client, "DBOS")
 
     @asynccontextmanager
     async def serving(self, host: ExecutorHost) -> AsyncIterator[None]:
@@ -330,13 +324,7 @@ class DBOSExecutor:
         worker that is gone; cancel the tasks whose workflow was cancelled in DBOS's own tools and
         fail those whose workflow ended otherwise without ending them (failed, or out of recovery
         attempts)."""
-        now = time.time()
-        queued = [
-            record
-            for record in active
-            if (record.runner is None or record.runner not in live)
-            and now - record.created_at > _SUBMIT_GRACE
-        ][:RECONCILE_BATCH]
+        queued = due_for_reconcile(active, live)
         if not queued:
             return 0
         ids = {workflow_id(record.task_id): record for record in queued}
@@ -367,16 +355,11 @@ class DBOSExecutor:
         if status.status not in _ENDED:
             return 0  # ENQUEUED or DELAYED: a worker will run it
         assert self._host is not None
-        if status.status == "CANCELLED":
-            cancelled = await self._host.cancel_task(
-                record.task_id, "Cancelled in DBOS (its workflow was cancelled)."
+        failure = None
+        if status.status != "CANCELLED":
+            name = status.status.lower().replace("_", " ")
+            failure = (
+                f"Its DBOS workflow {status.workflow_id} ended ({name}) without ending the task: it "
+                "failed outside mcptasks, or ran out of recovery attempts."
             )
-            return 1 if cancelled else 0
-        name = status.status.lower().replace("_", " ")
-        ended = await self._host.fail_task(
-            record.task_id,
-            f"Its DBOS workflow {status.workflow_id} ended ({name}) without ending the task: it "
-            "failed outside mcptasks, or ran out of recovery attempts.",
-            reason="executor_ended",
-        )
-        return 1 if ended else 0
+        return int(await end_task_of_closed_workflow(self._host, record.task_id, "DBOS", failure))

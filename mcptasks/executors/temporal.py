@@ -16,9 +16,7 @@ codec where people who may not hold task ids can read them.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
@@ -35,6 +33,14 @@ from temporalio.worker import Worker
 from temporalio.workflow import ActivityCancellationType
 
 from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
+from mcptasks.executors._reconcile import RECONCILE_BATCH as RECONCILE_BATCH
+from mcptasks.executors._reconcile import (
+    connected,
+    due_for_reconcile,
+    end_task_of_closed_workflow,
+    let_body_stop,
+)
+from mcptasks.executors._reconcile import workflow_id as workflow_id
 from mcptasks.stores.base import TaskRecord, owner_digest
 
 logger = logging.getLogger("mcptasks")
@@ -42,18 +48,9 @@ logger = logging.getLogger("mcptasks")
 WORKFLOW_NAME = "mcptasks.Task"
 ACTIVITY_NAME = "mcptasks.run_task"
 DEFAULT_TASK_QUEUE = "mcptasks"
-RECONCILE_BATCH = 256
-"""The most queued records one `reconcile` pass asks Temporal about."""
 _NOT_SERVED_RETRY = timedelta(seconds=1)
 """When the body activity runs again after a worker that does not know the task's tool gave it
 back (Temporal picks any worker polling the queue; the task fails on `no_worker_timeout`)."""
-_SUBMIT_GRACE = 10.0
-"""Seconds a new record may go without a workflow before `reconcile` starts one (a submit is in flight)."""
-
-
-def workflow_id(task_id: str) -> str:
-    """The id of a task's workflow: a hash, so the task id (a bearer secret) is not shown as is."""
-    return "mcptasks-" + hashlib.sha256(task_id.encode()).hexdigest()[:40]
 
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
@@ -118,20 +115,14 @@ class _BodyActivity:
         details = activity.cancellation_details()
         if details is None or details.worker_shutdown or details.timed_out or details.paused:
             return
+        failure = None
         if details.not_found:
-            ended = await self.host.fail_task(
-                task_id,
-                "Its Temporal workflow was terminated or closed outside mcptasks; the task cannot finish.",
-                reason="executor_ended",
+            failure = (
+                "Its Temporal workflow was terminated or closed outside mcptasks; the task cannot finish."
             )
-        else:
-            ended = await self.host.cancel_task(
-                task_id, "Cancelled in Temporal (its workflow was cancelled)."
-            )
-        if ended:
+        if await end_task_of_closed_workflow(self.host, task_id, "Temporal", failure):
             logger.info("task %s ended by Temporal (%s)", task_id, details)
-        with anyio.move_on_after(self.host.lease_ttl), suppress(HeldElsewhere, HandedOver, NotServedHere):
-            await self.host.run_task(task_id)  # the body stops at its next checkpoint
+        await let_body_stop(self.host, task_id)
 
 
 async def _heartbeat_forever(every: float) -> None:
@@ -189,9 +180,7 @@ class TemporalExecutor:
     @property
     def client(self) -> Client:
         """The connected client (`RuntimeError` outside `serving`)."""
-        if self._client is None:
-            raise RuntimeError("the Temporal executor is not connected: its engine is not running")
-        return self._client
+        return connected(self._client, "Temporal")
 
     @asynccontextmanager
     async def serving(self, host: ExecutorHost) -> AsyncIterator[None]:
@@ -256,15 +245,8 @@ class TemporalExecutor:
         """Start the workflows of queued tasks that have none; cancel the tasks whose workflow was
         cancelled in Temporal, and fail those whose workflow closed otherwise without ending them
         (terminated or timed out)."""
-        now = time.time()
-        queued = [
-            record
-            for record in active
-            if (record.runner is None or record.runner not in live)
-            and now - record.created_at > _SUBMIT_GRACE
-        ]
         changed = 0
-        for record in queued[:RECONCILE_BATCH]:
+        for record in due_for_reconcile(active, live):
             changed += await self._reconcile_one(record)
         return changed
 
@@ -282,19 +264,14 @@ class TemporalExecutor:
         if status in (None, WorkflowExecutionStatus.RUNNING):
             return 0
         assert self._host is not None
-        if status == WorkflowExecutionStatus.CANCELED:
-            cancelled = await self._host.cancel_task(
-                record.task_id, "Cancelled in Temporal (its workflow was cancelled)."
+        failure = None
+        if status != WorkflowExecutionStatus.CANCELED:
+            name = status.name.lower().replace("_", " ")
+            failure = (
+                f"Its Temporal workflow {handle.id} ended ({name}) without ending the task: it was "
+                "terminated or timed out outside mcptasks."
             )
-            return 1 if cancelled else 0
-        name = status.name.lower().replace("_", " ")
-        ended = await self._host.fail_task(
-            record.task_id,
-            f"Its Temporal workflow {handle.id} ended ({name}) without ending the task: it was "
-            "terminated or timed out outside mcptasks.",
-            reason="executor_ended",
-        )
-        return 1 if ended else 0
+        return int(await end_task_of_closed_workflow(self._host, record.task_id, "Temporal", failure))
 
 
 def _default_interceptors() -> list[Interceptor]:

@@ -1,6 +1,6 @@
 """Operator queries over a store: filtered listing with paging, statistics, purge.
 
-These shapes are what `TaskStore.list_tasks`, `TaskStore.stats` and `TaskStore.purge` take and
+`AdminStore` is the protocol of these queries, and the shapes below are what they take and
 return. They serve operators (the admin CLI, the dashboard), never MCP clients: a listing crosses
 owners. The helpers at the bottom implement the operations over an in-memory sequence of records,
 for stores that cannot push the filters down (memory, Redis).
@@ -12,12 +12,13 @@ import base64
 import json
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from mcptasks.stores.base import TaskRecord
+from mcptasks.stores.record import TaskRecord
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 __all__ = [
+    "AdminStore",
     "MAX_PAGE",
     "RunnerLease",
     "SqlFilter",
@@ -306,3 +307,27 @@ def split_page(records: list[TaskRecord], limit: int) -> TaskPage:
     if len(records) > limit:
         return TaskPage(records[:limit], encode_cursor(records[limit - 1]))
     return TaskPage(records)
+
+
+@runtime_checkable
+class AdminStore(Protocol):
+    """What the operator tools (admin CLI, dashboard, metrics) ask of a store, across owners.
+    The engine never uses it. Every shipped store implements it; `StoreBase` gives defaults
+    (`open_existing` is `open`, the queries raise `UnsupportedByStore`)."""
+
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """Open a store that already holds mcptasks data, creating nothing: `StoreNotFound` when
+        there is none; an older schema is migrated with `migrate`, else `SchemaVersionError`."""
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """Unexpired records matching `query`, newest first (`created_at`, then `task_id`,
+        descending), at most `limit` (capped at `MAX_PAGE`); `after` is a previous page's
+        `next_cursor`. `ValueError` for a malformed cursor or a limit below 1."""
+
+    async def stats(self) -> TaskStats:
+        """Counts of unexpired records by status and by tool, the oldest active record's
+        `created_at`, the queue depth, and the live runners with their lease ends."""
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """Delete terminal records in `statuses` last updated before `older_than` (epoch
+        seconds); return how many. `ValueError` when `statuses` names an active status."""

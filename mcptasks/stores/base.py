@@ -9,212 +9,42 @@ by one process can reach the body running in another.
 
 from __future__ import annotations
 
-import dataclasses
+import abc
 import hashlib
-import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from mcptasks.errors import MCPTasksError
-from mcptasks.wire import TERMINAL_STATUSES, TaskState, shared_json
-
-if TYPE_CHECKING:
-    from collections.abc import Collection
-
-    from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-
-MAX_TRANSITIONS = 50
-"""Most entries a record's `transitions` keeps (the first, then the latest)."""
-
-MAX_STATUS_HISTORY = 20
-"""Most entries a record's `status_history` keeps (the latest)."""
-
-
-EMPTY_DICT: dict[str, Any] = shared_json({})
-"""The empty dict a record's dict fields start with, one object for every record (records are
-values: it is never changed, and changing it in place raises `TypeError`)."""
-
-EMPTY_LIST: list[Any] = shared_json([])
-"""The same for `transitions` (an empty list, shared, read-only)."""
-
-
-_SHARED_EMPTIES: dict[str, Any] = {
-    "arguments": EMPTY_DICT,
-    "input_requests": EMPTY_DICT,
-    "input_responses": EMPTY_DICT,
-    "transitions": EMPTY_LIST,
-    "status_history": EMPTY_LIST,
-}
-"""The fields whose empty value is the shared one, however a record is built or evolved."""
-
-
-def _is_empty(value: object) -> bool:
-    """An empty plain dict or list (what `_SHARED_EMPTIES` stands in for)."""
-    return (type(value) is dict or type(value) is list) and not value
-
-
-def _empty_dict() -> dict[str, Any]:
-    return EMPTY_DICT
-
-
-def _empty_list() -> list[Any]:
-    return EMPTY_LIST
-
-
-@dataclass(slots=True)
-class TaskRecord:
-    """One task as stored. Treat it as a value: build changed copies with `evolve`."""
-
-    task_id: str
-    owner: str
-    tool: str
-    status: TaskState = "working"
-    status_message: str | None = None
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = 0.0
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
-    arguments: dict[str, Any] = field(default_factory=_empty_dict)
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    input_requests: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
-    """Outstanding input requests, key -> `{method, params}`."""
-    input_responses: dict[str, Any] = field(default_factory=_empty_dict)
-    """Answers received for keys the body has not consumed yet."""
-    input_key_counter: int = 0
-    """How many input keys this task has issued; keys are never reused."""
-    runner: str | None = None
-    """Identity of the engine instance that runs the body; None while queued for a worker."""
-    attempt: int = 1
-    """How many times the body has been started (re-runs after a lost worker raise it)."""
-    idempotency_key: str | None = None
-    """Client-chosen key: a second create with the same (owner, key) returns the first task."""
-    checkpoint: Any = None
-    """JSON state the body saved with `ctx.checkpoint(...)`; a re-run starts with it (`ctx.saved`)."""
-    client_capabilities: dict[str, Any] | None = None
-    """The input capabilities (`elicitation`, `sampling`, `roots`) the creating request declared;
-    the body may only ask for input through these. None: not restricted."""
-    version: int = 0
-    # -- operator fields ---------------------------------------------------------------------
-    transitions: list[list[Any]] = field(default_factory=_empty_list)
-    """Status changes after creation, `[at, status, statusMessage]` each, oldest first (at most
-    `MAX_TRANSITIONS`: the first change and the latest ones). `evolve` appends to it."""
-    status_history: list[list[Any]] = field(default_factory=_empty_list)
-    """The latest `statusMessage` values, `[at, statusMessage]` each, oldest first (at most
-    `MAX_STATUS_HISTORY`); `evolve` appends to it when the message changes."""
-    trace: dict[str, str] | None = None
-    """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
-    telemetry in any process can link the task's spans to it; None without telemetry."""
-
-    def __post_init__(self) -> None:
-        if not self.updated_at:
-            self.updated_at = self.created_at
-        for name, empty in _SHARED_EMPTIES.items():
-            if _is_empty(getattr(self, name)):
-                setattr(self, name, empty)
-
-    @property
-    def terminal(self) -> bool:
-        """Whether the task reached `completed`, `failed` or `cancelled`."""
-        return self.status in TERMINAL_STATUSES
-
-    @property
-    def expires_at(self) -> float | None:
-        """Epoch seconds after which the record may be deleted (`None`: never)."""
-        if self.ttl_ms is None:
-            return None
-        return self.created_at + self.ttl_ms / 1000.0
-
-    def expired(self, now: float) -> bool:
-        """Whether the record's TTL has elapsed at `now`."""
-        expires_at = self.expires_at
-        return expires_at is not None and now >= expires_at
-
-    def evolve(self, **changes: Any) -> TaskRecord:
-        """A copy with `changes` applied and `updated_at` moved to now (never backwards)."""
-        changes.setdefault("updated_at", max(time.time(), self.updated_at))
-        status = changes.get("status", self.status)
-        if status != self.status and "transitions" not in changes:
-            entry = [changes["updated_at"], status, changes.get("status_message", self.status_message)]
-            kept = self.transitions
-            if len(kept) >= MAX_TRANSITIONS:
-                kept = [kept[0], *kept[len(kept) - MAX_TRANSITIONS + 2 :]]
-            changes["transitions"] = [*kept, entry]
-        message = changes.get("status_message", self.status_message)
-        if message != self.status_message and message is not None and "status_history" not in changes:
-            history = self.status_history
-            if len(history) >= MAX_STATUS_HISTORY:
-                history = history[len(history) - MAX_STATUS_HISTORY + 1 :]
-            changes["status_history"] = [*history, [changes["updated_at"], message]]
-        copy = self.copy()
-        for name, value in changes.items():
-            if name not in _FIELD_NAMES:
-                raise TypeError(f"TaskRecord has no field {name!r}")
-            if name in _SHARED_EMPTIES and _is_empty(value):
-                value = _SHARED_EMPTIES[name]
-            setattr(copy, name, value)
-        return copy
-
-    def copy(self) -> TaskRecord:
-        """A shallow copy (nested dicts are shared: records are values, never mutated in place)."""
-        copy: TaskRecord = _copy_record(self)
-        return copy
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict of every field (what serialising stores write)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
-        """Rebuild a record from `to_dict` output, ignoring unknown keys."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-RECORD_COLUMNS: tuple[str, ...] = (
-    "task_id",
-    "owner",
-    "tool",
-    "status",
-    "version",
-    "created_at",
-    "updated_at",
-    "runner",
-    "idempotency_key",
-)
-"""The record fields SQL stores keep in columns of their own (the rest goes into a JSON body)."""
-
-
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(TaskRecord))
-
-
-def _compile_copier() -> Any:
-    # dataclasses.replace re-runs __init__ and costs ~10x a plain field-by-field copy; records
-    # are copied several times per transition, so the copy is generated once, field by field.
-    lines = ["def copy(record):", "    new = _new(_cls)"]
-    lines += [f"    new.{name} = record.{name}" for name in sorted(_FIELD_NAMES)]
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": TaskRecord}
-    exec("\n".join(lines), namespace)
-    return namespace["copy"]
-
-
-_copy_record = _compile_copier()
+from mcptasks.errors import SchemaVersionError as SchemaVersionError
+from mcptasks.errors import StoreNotFound as StoreNotFound
+from mcptasks.errors import TaskExists as TaskExists
+from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
+from mcptasks.stores.record import EMPTY_DICT as EMPTY_DICT
+from mcptasks.stores.record import EMPTY_LIST as EMPTY_LIST
+from mcptasks.stores.record import MAX_STATUS_HISTORY as MAX_STATUS_HISTORY
+from mcptasks.stores.record import MAX_TRANSITIONS as MAX_TRANSITIONS
+from mcptasks.stores.record import RECORD_COLUMNS as RECORD_COLUMNS
+from mcptasks.stores.record import TaskRecord as TaskRecord
 
 
 def combined_replace(store: object) -> Any:
-    """`store.replace_and_publish` (see `TaskStore`), or None when the store has none or may not
-    use it: the class that defines it must also define `replace`, so a subclass or a wrapper that
-    changes `replace` alone (or forwards unknown attributes with `__getattr__`) keeps its `replace`
-    followed by `publish`."""
+    """The store's own one-round-trip `replace_and_publish`, or None when it has none (the engine
+    then calls `replace` and `publish`). A `StoreBase` has one unless its class keeps the default
+    (`StoreBase.__init_subclass__` puts the default back on a subclass that changes `replace`
+    alone). Any other store: the class that defines it must also define `replace`, so a wrapper
+    that forwards unknown attributes with `__getattr__` keeps its own `replace`."""
     cls = type(store)
     allowed = _COMBINED.get(cls)
     if allowed is None:
-        definer = _definer(cls, "replace_and_publish")
-        allowed = _COMBINED[cls] = definer is not None and definer is _definer(cls, "replace")
-    return getattr(store, "replace_and_publish", None) if allowed else None
+        if issubclass(cls, StoreBase):
+            allowed = cls.replace_and_publish is not StoreBase.replace_and_publish
+        else:
+            definer = _definer(cls, "replace_and_publish")
+            allowed = definer is not None and definer is _definer(cls, "replace")
+        _COMBINED[cls] = allowed
+    return cast(Any, store).replace_and_publish if allowed else None
 
 
 _COMBINED: dict[type, bool] = {}
@@ -246,20 +76,6 @@ def fair_order(queued: Iterable[TaskRecord], held: Mapping[str, int]) -> list[Ta
 CHANGED_PREFIX = "~"
 """Prefix of the ids the engine publishes after every write of a record: listen streams re-read
 the task and push it; runners ignore them. Task ids never contain it."""
-
-
-class TaskExists(MCPTasksError):
-    """`create` was given a task id that is already stored."""
-
-
-class SchemaVersionError(MCPTasksError, RuntimeError):
-    """The database (an SQLite file, a PostgreSQL schema) holds a schema this version of mcptasks
-    cannot use: written by a newer mcptasks, or a foreign `tasks` table."""
-
-
-class StoreNotFound(MCPTasksError, LookupError):
-    """`open_existing` found no task store where the URL points (no such file, no such schema,
-    or one mcptasks never wrote to)."""
 
 
 @runtime_checkable
@@ -331,19 +147,25 @@ OFFER_MEMORY = 3600.0
 
 
 def keeps_offers(store: object) -> KeepsOffers | None:
-    """`store` when it keeps tool offers, else None: its `runner_offers` is not None, and the
-    class that defines it also defines `heartbeat` and `claim` (a subclass that changes either
-    alone, with the old signature, counts as keeping none)."""
+    """`store` when it keeps tool offers, else None: a `StoreBase` answers with `offers()`; any
+    other store keeps them when the class that defines `runner_offers` also defines `heartbeat`
+    and `claim` (a subclass that changes either alone, with the old signature, keeps none) and
+    its `runner_offers` is not None."""
+    if isinstance(store, StoreBase):
+        return store.offers()
     cls = type(store)
     allowed = _OFFERS.get(cls)
     if allowed is None:
-        definer = _definer(cls, "runner_offers")
-        allowed = _OFFERS[cls] = definer is not None and all(
-            _definer(cls, name) is definer for name in ("heartbeat", "claim")
-        )
+        allowed = _OFFERS[cls] = _defines_offers(cls)
     if not allowed or getattr(store, "runner_offers", None) is None:
         return None
     return cast("KeepsOffers", store)
+
+
+def _defines_offers(cls: type) -> bool:
+    """Whether the class that defines `runner_offers` for `cls` also defines `heartbeat` and `claim`."""
+    definer = _definer(cls, "runner_offers")
+    return definer is not None and all(_definer(cls, name) is definer for name in ("heartbeat", "claim"))
 
 
 @runtime_checkable
@@ -374,16 +196,12 @@ class TaskStore(Protocol):
       can be failed (or re-run) by the survivors.
     - `claim` hands queued records (active, `runner is None`) to exactly one runner each.
 
-    Optional members the engine uses when present: `permanent_errors`, a tuple of the exception
-    types that retrying cannot cure (a constraint the record violates, a schema error; `TypeError`
-    and `ValueError` always count): every other exception a store call raises is a failure the
-    engine retries, and a finished body's end is kept until it is written; `epoch()`, the id of
-    the data the store holds, made by its first call over that data, so a store that comes back
-    empty (restarted without persistence, restored from a backup) is noticed; `twin()`, a new unopened store over the same data (or None), opened by the engine's
-    heartbeat thread on its own event loop; and `replace_and_publish(record, *, expected_version,
-    message)`, which is `replace` followed, when it succeeded, by `publish(message)`, done as one
-    write (one round trip): the announcement goes out exactly when the write is applied. It is
-    used only when the class defining it also defines `replace` (`combined_replace`).
+    The optional members (`permanent_errors`, `epoch()`, `twin()`, `replace_and_publish`, tool
+    offers, `count_active`) and their defaults are those of `StoreBase`, the class every shipped
+    store subclasses; a store that does not subclass it gets the same defaults from
+    `mcptasks.stores.foreign.adopt_store`. The operator queries below are `AdminStore`'s
+    (`mcptasks.stores.admin`); they stay listed here until every operator helper takes an
+    `AdminStore`. The journal is `KeepsJournal`.
     """
 
     durable: bool
@@ -446,3 +264,159 @@ class TaskStore(Protocol):
 
     def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """An iterator of task ids passed to `publish`, live while the context is open."""
+
+
+class UnsupportedByStore(MCPTasksError, NotImplementedError):
+    """A store was asked for something its class does not offer (the message names the class)."""
+
+
+class StoreBase(abc.ABC):
+    """The base class of a task store: the members the engine needs, with an explicit default for
+    every optional one. Subclass it and implement the abstract methods (records, queue, liveness,
+    change feed, journal); override a default only when the store can do better.
+
+    The defaults: no `permanent_errors`; `epoch()` returns None (a store that comes back empty
+    goes unnoticed); `twin()` returns None (no heartbeat thread: leases are renewed on the event
+    loop); `replace_and_publish` is `replace`, then `publish` when it applied; `count_active`
+    counts through `list_active`; no tool offers (`offers()` is None, `runner_offers` raises
+    `UnsupportedByStore`, and `heartbeat`/`claim` may ignore `tools`); `open_existing` is `open`;
+    the operator queries (`list_tasks`, `stats`, `purge`) raise `UnsupportedByStore`.
+
+    Two rules keep a subclass's own `replace`, `heartbeat` and `claim` in use, fixed once when the
+    subclass is created: a subclass that defines `replace` but not `replace_and_publish` gets the
+    default `replace_and_publish` back (an inherited one would write around its `replace`), and
+    a store keeps tool offers only when the class that defines `runner_offers` also defines
+    `heartbeat` and `claim`.
+    """
+
+    durable: bool
+    """True when records survive a process restart (orphans are then recovered at start-up)."""
+
+    permanent_errors: tuple[type[BaseException], ...] = ()
+    """The exception types retrying cannot cure (a value the store cannot hold, a constraint or
+    schema error); `TypeError` and `ValueError` always count. Every other exception a store call
+    raises is a failure the engine retries."""
+
+    _keeps_offers: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "replace" in vars(cls) and "replace_and_publish" not in vars(cls):
+            cls.replace_and_publish = StoreBase.replace_and_publish  # type: ignore[method-assign]
+        cls._keeps_offers = _definer(cls, "runner_offers") is not StoreBase and _defines_offers(cls)
+
+    # -- records ---------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Acquire connections, create or migrate the schema."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release everything `open` acquired."""
+
+    @abc.abstractmethod
+    async def create(self, record: TaskRecord) -> TaskRecord:
+        """See `TaskStore.create`."""
+
+    @abc.abstractmethod
+    async def get(self, task_id: str, *, owner: str | None = None) -> TaskRecord | None:
+        """See `TaskStore.get`."""
+
+    @abc.abstractmethod
+    async def replace(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """See `TaskStore.replace`."""
+
+    async def replace_and_publish(self, record: TaskRecord, *, expected_version: int, message: str) -> bool:
+        """`replace`, then `publish(message)` when it applied. Override it to do both in one
+        write (one round trip), so the announcement goes out exactly when the write is applied."""
+        written = await self.replace(record, expected_version=expected_version)
+        if written:
+            await self.publish(message)
+        return written
+
+    @abc.abstractmethod
+    async def list_active(self) -> list[TaskRecord]:
+        """See `TaskStore.list_active`."""
+
+    @abc.abstractmethod
+    async def delete_expired(self, now: float) -> int:
+        """See `TaskStore.delete_expired`."""
+
+    async def count_active(self, owner: str) -> int:
+        """See `CountsActive.count_active`. The default counts through `list_active`, which reads
+        every active record: override it with an indexed count."""
+        return sum(1 for record in await self.list_active() if record.owner == owner)
+
+    async def epoch(self) -> str | None:
+        """The id of the data the store holds, made by the first call over that data, so a store
+        that comes back empty (restarted without persistence, restored from a backup) is noticed.
+        None (the default): no epoch, such a store goes unnoticed."""
+        return None
+
+    def twin(self) -> StoreBase | None:
+        """A new, unopened store over the same data, opened by the engine's heartbeat thread on
+        its own event loop; None (the default): leases are renewed on the engine's loop."""
+        return None
+
+    # -- queue and liveness ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def heartbeat(self, runner: str, ttl: float, *, tools: Collection[str] | None = None) -> None:
+        """See `TaskStore.heartbeat`; a store that keeps tool offers also keeps `tools`."""
+
+    @abc.abstractmethod
+    async def live_runners(self) -> set[str]:
+        """See `TaskStore.live_runners`."""
+
+    @abc.abstractmethod
+    async def claim(
+        self, runner: str, limit: int, *, tools: Collection[str] | None = None
+    ) -> list[TaskRecord]:
+        """See `TaskStore.claim`; a store that keeps tool offers hands out records of `tools` only."""
+
+    def offers(self) -> KeepsOffers | None:
+        """This store as a keeper of tool offers (`KeepsOffers`), or None when it keeps none."""
+        return cast("KeepsOffers", self) if self._keeps_offers else None
+
+    async def runner_offers(self) -> dict[str, RunnerOffer]:
+        """See `KeepsOffers.runner_offers`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} keeps no tool offers (runner_offers)")
+
+    # -- change feed -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def publish(self, task_id: str) -> None:
+        """See `TaskStore.publish`."""
+
+    @abc.abstractmethod
+    def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """See `TaskStore.subscribe`."""
+
+    # -- journal ---------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append_journal(self, task_id: str, position: int, entry: str) -> str | None:
+        """See `KeepsJournal.append_journal`."""
+
+    @abc.abstractmethod
+    async def read_journal(self, task_id: str) -> list[str]:
+        """See `KeepsJournal.read_journal`."""
+
+    # -- operator queries (`AdminStore`) ---------------------------------------------------------
+
+    async def open_existing(self, *, migrate: bool = False) -> None:
+        """See `AdminStore.open_existing`; the default is `open` (nothing to find first)."""
+        await self.open()
+
+    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
+        """See `AdminStore.list_tasks`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} answers no operator queries (list_tasks)")
+
+    async def stats(self) -> TaskStats:
+        """See `AdminStore.stats`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} answers no operator queries (stats)")
+
+    async def purge(self, statuses: Collection[str], older_than: float) -> int:
+        """See `AdminStore.purge`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} answers no operator queries (purge)")

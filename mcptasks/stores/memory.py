@@ -18,11 +18,11 @@ from mcptasks.stores.admin import (
     page_of,
     stats_of,
 )
-from mcptasks.stores.base import RunnerOffer, TaskExists, TaskRecord, fair_order
+from mcptasks.stores.base import RunnerOffer, StoreBase, TaskExists, TaskRecord, fair_order
 from mcptasks.wire import ACTIVE_STATUSES
 
 
-class MemoryTaskStore:
+class MemoryTaskStore(StoreBase):
     """A `TaskStore` kept in this process's memory (`memory://`)."""
 
     durable = False

@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import anyio
 
-from mcptasks.errors import MCPTasksError
+from mcptasks.errors import DatabaseNotFound as DatabaseNotFound
 from mcptasks.stores._broadcast import LocalBroadcast
 from mcptasks.stores._sql import ACTIVE, FAIR_ORDER, NOT_TERMINAL, fair_queue
 from mcptasks.stores.admin import (
@@ -72,6 +72,7 @@ from mcptasks.stores.base import (
     RECORD_COLUMNS,
     RunnerOffer,
     SchemaVersionError,
+    StoreBase,
     StoreNotFound,
     TaskExists,
     TaskRecord,
@@ -257,13 +258,6 @@ _CONNECT_ERRORS: tuple[type[BaseException], ...] = (
 """What a failed connection attempt raises (refused, timed out, rejected by the server)."""
 
 
-class DatabaseNotFound(MCPTasksError, ConnectionError):
-    """The PostgreSQL server has no database of the name the store's URL gives."""
-
-    store_hint = "mcptasks creates its schema and tables in an existing database, not the database"
-    """What the CLI adds after the message (`mcptasks.stores.url.store_error_hint`)."""
-
-
 def _missing_database(dsn: str, shown: str, exc: BaseException) -> DatabaseNotFound:
     """The error for a URL naming a database the server does not have, saying how to create it."""
     parts = urlsplit(dsn)
@@ -375,7 +369,7 @@ def _split_url(url: str) -> tuple[str, str | None, str]:
 # -- the store -----------------------------------------------------------------------------------
 
 
-class PostgresTaskStore:
+class PostgresTaskStore(StoreBase):
     """A durable `TaskStore` in a PostgreSQL schema, shared by any number of processes.
 
     `url` is a libpq-style URL (`postgresql://user:password@host:5432/database?sslmode=...`);

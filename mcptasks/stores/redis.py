@@ -70,7 +70,7 @@ from mcptasks.stores.admin import (
     page_of,
     stats_of,
 )
-from mcptasks.stores.base import OFFER_MEMORY, RunnerOffer, TaskExists, TaskRecord, owner_digest
+from mcptasks.stores.base import OFFER_MEMORY, RunnerOffer, StoreBase, TaskExists, TaskRecord, owner_digest
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.redaction import redact_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -549,7 +549,7 @@ def _split_prefix(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=rest)), prefixes[-1]
 
 
-class RedisTaskStore:
+class RedisTaskStore(StoreBase):
     """A durable, shared `TaskStore` in a Redis database (`redis://host:port/db`, `rediss://...`).
 
     `url` is a redis-py URL (`redis://[[user]:password@]host[:port][/db][?option=value...]`);

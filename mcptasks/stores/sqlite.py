@@ -55,6 +55,7 @@ from mcptasks.stores.base import (
     RECORD_COLUMNS,
     RunnerOffer,
     SchemaVersionError,
+    StoreBase,
     StoreNotFound,
     TaskExists,
     TaskRecord,
@@ -297,7 +298,7 @@ def _run_batch(conn: sqlite3.Connection, batch: Sequence[_Op[Any]]) -> None:
             conn.close()
 
 
-class SqliteTaskStore:
+class SqliteTaskStore(StoreBase):
     """A durable `TaskStore` in one SQLite database file (`sqlite:///path.db`).
 
     `path` is a file name (relative paths are resolved against the working directory when

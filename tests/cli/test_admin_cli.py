@@ -18,9 +18,9 @@ import pytest
 from operator_stores import PG_URL, listening, seeded_sqlite, store_url, workload
 from processes import cli_command
 
-from mcptasks import TaskRecord
 from mcptasks._runtime.operator import owner_hash, parse_duration, parse_since
 from mcptasks.cli.main import main
+from mcptasks.stores import TaskRecord
 from mcptasks.stores.base import KeepsJournal
 from mcptasks.stores.sqlite import SCHEMA_VERSION
 from mcptasks.stores.url import store_from_url

@@ -30,11 +30,11 @@ from sdk_helpers import serve_http
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from mcptasks import TaskRecord
 from mcptasks.cli.dashboard import is_loopback
 from mcptasks.dashboard import dashboard_app
 from mcptasks.dashboard.login import FREE_FAILURES, MAX_LOCKOUT, Throttle
 from mcptasks.dashboard.views import PREVIEW_CHARS
+from mcptasks.stores import TaskRecord
 
 __all__ = ["store_url"]
 
@@ -578,7 +578,8 @@ ASKED_SCHEMA = {
 async def seed_operator_store(path: Path, now: float) -> dict[str, str]:
     """A SQLite store with an input-waiting task (hostile arguments, status messages and schema,
     a secret argument), a finished one (known duration) and a working one; their ids by state."""
-    from mcptasks import SqliteTaskStore, TaskRecord
+    from mcptasks import SqliteTaskStore
+    from mcptasks.stores import TaskRecord
 
     store = SqliteTaskStore(path)
     await store.open()

@@ -1414,7 +1414,7 @@ async def test_operate_dashboard_mounted_behind_the_servers_login(
 
 @exercises("operate_admin.py")
 def test_operate_admin_queries_and_purges_a_store(tmp_path: Path) -> None:
-    from mcptasks import TaskRecord
+    from mcptasks.stores import TaskRecord
 
     week_ago = time.time() - 8 * 86400
     records = [
@@ -1584,7 +1584,8 @@ async def test_howto_robust_bodies() -> None:
 async def test_howto_durable_bodies(tmp_path: Path) -> None:
     """The durable how-to: `bill` handed over while it waits for confirmation and replayed by the
     next engine on the same SQLite file (the same question key, one charge); the other tools."""
-    from mcptasks import EngineConfig, TaskEngine
+    from mcptasks import EngineConfig
+    from mcptasks.lowlevel import TaskEngine
 
     snippet = load_snippet("howto_durable.py")
     url = f"sqlite:///{tmp_path / 'billing.db'}"

@@ -27,8 +27,10 @@ from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
 from sdk_helpers import connect, eventually, poll, text, the_input_request
 
-from mcptasks import EngineConfig, Limits, TaskEngine, TaskRecord, TaskServer, ToolError
+from mcptasks import EngineConfig, Limits, TaskServer, ToolError
 from mcptasks import Result as TaskResult
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXTENSION_ID = "io.modelcontextprotocol/tasks"

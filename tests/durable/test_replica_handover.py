@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from durable_helpers import (
+from durable.durable_helpers import (
     Server,
     assert_once,
     body_pids,
@@ -29,9 +29,10 @@ from durable_helpers import (
     stored,
     until,
 )
+from processes import process_test_marks
 from sdk_helpers import accept, the_input_request
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = process_test_marks()
 
 HANDOVER_LEASE = 30.0
 """The lease in the SIGTERM tests: long, so a take-over "at once" is told apart from one that

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_helpers import (
+from durable.durable_helpers import (
     LOCAL_LEASE,
     Server,
     Servers,

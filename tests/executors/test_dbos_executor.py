@@ -23,7 +23,7 @@ from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER
 
 dbos = pytest.importorskip("dbos")
-from mcptasks.executors import dbos as dbos_executor  # noqa: E402
+from mcptasks.executors import _reconcile  # noqa: E402
 from mcptasks.executors.dbos import DBOSExecutor, workflow_id  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -257,7 +257,7 @@ async def test_without_a_worker_the_task_stays_working_and_submit_is_idempotent(
 async def test_reconcile_enqueues_a_missing_workflow_and_cancels_a_task_whose_workflow_was_cancelled(
     store_url: str, executor_url: str, system_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dbos_executor, "_SUBMIT_GRACE", 0.0)
+    monkeypatch.setattr(_reconcile, "SUBMIT_GRACE", 0.0)
     tool = approval_tool(Calls())
     async with engines(store_url, executor_url, tool, worker=False) as (serve, _):
         executor = serve.executor
@@ -277,7 +277,7 @@ async def test_reconcile_enqueues_a_missing_workflow_and_cancels_a_task_whose_wo
 async def test_a_workflow_left_pending_by_a_stopped_worker_is_resumed_on_the_next_one(
     store_url: str, executor_url: str, system_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dbos_executor, "_SUBMIT_GRACE", 0.0)
+    monkeypatch.setattr(_reconcile, "SUBMIT_GRACE", 0.0)
     calls = Calls()
     tool = approval_tool(calls)
     serve_config = EngineConfig(executor=executor_url, run_tasks=False, **QUICK)  # type: ignore[arg-type]

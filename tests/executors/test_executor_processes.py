@@ -9,9 +9,9 @@ database (dropped afterwards). Every process runs under an instance id of its ow
 (`MCPTASKS_INSTANCE_ID`), so none judges another by its PID, as if they ran on different
 machines: a killed worker's task is taken over only once its lease (`--lease-ttl 3`) ran out and
 the executor ran the body elsewhere (Temporal retries the body's activity; on DBOS, `reconcile`
-resumes the workflow the dead worker left PENDING, once the record is older than
-`_SUBMIT_GRACE`). The counter files of `tests/durable_app.py` count every real step call over
-all processes.
+resumes the workflow the dead worker left PENDING, once the record is older than the executors'
+`SUBMIT_GRACE`). The counter files of `tests/durable_app.py` count every real step call over all
+processes.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from durable.durable_helpers import (
     until,
 )
 from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
-from processes import ROOT, ServerProcess, clean_env, free_port, wait_accepting
+from processes import ROOT, ServerProcess, clean_env, free_port, process_test_marks, wait_accepting
 from rolling_deploy import Deploy
 from sdk_helpers import accept, the_input_request
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = process_test_marks()
 
 LEASE = 3.0
 """The lease of every process: short, a survivor waits it out after a kill -9."""

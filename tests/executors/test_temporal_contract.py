@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from engines import TemporalDevServer, temporal_cli
 
-from mcptasks import TaskEngine
+from mcptasks.lowlevel import TaskEngine
 from mcptasks.testing.executor_contract import OWNER, ExecutorContract, contract_tools
 
 pytest.importorskip("temporalio", reason="temporalio is not installed (pip install 'mcptasks[temporal]')")

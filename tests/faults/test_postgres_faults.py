@@ -30,9 +30,10 @@ from fault_helpers import (
     private_database,
     terminate_backends,
 )
+from processes import process_test_marks
 from sdk_helpers import accept
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = process_test_marks()
 
 TASKS = 60
 FAULTS = 3.5

@@ -35,8 +35,9 @@ from fault_helpers import (
 )
 from mcp import MCPError
 from private_servers import PrivateRedis, private_redis
+from processes import process_test_marks
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = process_test_marks()
 
 TASKS = 20
 OUTAGE = 2.0

@@ -34,17 +34,8 @@ from mcp_types import (
 from processes import clean_env, free_port, serving_http
 from pydantic import BaseModel
 
-from mcptasks import (
-    Accepted,
-    Elicit,
-    InputRequest,
-    ListRoots,
-    ProtocolError,
-    Result,
-    Sample,
-    TaskServer,
-    Unsupported,
-)
+from mcptasks import Accepted, Elicit, ListRoots, ProtocolError, Result, Sample, TaskServer, Unsupported
+from mcptasks.authoring import InputRequest
 from mcptasks.client import (
     CreateTaskResult,
     DetailedTask,

@@ -22,8 +22,7 @@ from mcp import Client
 from processes import free_port, serving_http
 from sdk_helpers import TIMEOUT, RawClient, accept, poll, tasks_extension, text, the_input_request
 
-from mcptasks import EXTENSION_ID
-from mcptasks.wire import TERMINAL_STATUSES
+from mcptasks.wire import EXTENSION_ID, TERMINAL_STATUSES
 
 APP = Path(__file__).resolve().parents[1] / "hostile_app.py"
 

@@ -42,8 +42,9 @@ from sdk_helpers import (
     wire,
 )
 
-from mcptasks import EXTENSION_ID, Result
+from mcptasks import Result
 from mcptasks.wire import (
+    EXTENSION_ID,
     HEADER_MISMATCH,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,

@@ -47,9 +47,9 @@ from sdk_helpers import (
     texts,
 )
 
-from mcptasks import EXTENSION_ID, EngineConfig, Result, TaskServer, TasksExtension, task_tool
+from mcptasks import EngineConfig, Result, TaskServer, TasksExtension, task_tool
 from mcptasks._runtime.recovery import SHUTDOWN_MESSAGE
-from mcptasks.wire import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.wire import EXTENSION_ID, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
 

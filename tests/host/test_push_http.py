@@ -29,9 +29,9 @@ from push_helpers import (
 )
 from sdk_helpers import TIMEOUT, HostApp, RawClient, StaticTokens, poll, serve_http
 
-from mcptasks import EXTENSION_ID, Limits
+from mcptasks import Limits
 from mcptasks.server.listen import CLOSE_REASON_META, set_sse_keepalive
-from mcptasks.wire import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.wire import EXTENSION_ID, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
 

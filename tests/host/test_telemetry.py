@@ -43,13 +43,13 @@ from mcptasks import (
     MemoryTaskStore,
     SqliteTaskStore,
     TaskContext,
-    TaskEngine,
-    TaskRecord,
     TaskServer,
-    TemporalExecutor,
     Yields,
     task_tool,
 )
+from mcptasks.executors import TemporalExecutor
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.stores import TaskRecord
 from mcptasks.telemetry import METRICS, TaskLogFilter, Telemetry, instrument
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,8 @@ import pytest
 from helpers import opted_in_meta, serve, wait_for, wait_idle
 from operator_stores import store_url
 
-from mcptasks import Elicit, Limits, ProtocolError, Result, Status, TaskContext, task_tool
+from mcptasks import Elicit, Limits, ProtocolError, Result, TaskContext, task_tool
+from mcptasks.authoring import Status
 from mcptasks.stores import MemoryTaskStore
 from mcptasks.stores.admin import TaskQuery
 from mcptasks.stores.base import TaskRecord, TaskStore

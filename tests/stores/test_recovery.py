@@ -12,9 +12,11 @@ import anyio
 import pytest
 from helpers import Client, serve
 
-from mcptasks import ANONYMOUS_OWNER, Result, SqliteTaskStore, TaskRecord, task_tool
+from mcptasks import Result, SqliteTaskStore, task_tool
 from mcptasks._runtime.instances import gone_from_this_host, new_instance_id
 from mcptasks._runtime.recovery import RECOVERY_BATCH
+from mcptasks.lowlevel import ANONYMOUS_OWNER
+from mcptasks.stores import TaskRecord
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,8 @@ import anyio
 import pytest
 from helpers import wait_idle
 
-from mcptasks import ANONYMOUS_OWNER, EngineConfig, Result, TaskEngine, task_tool
+from mcptasks import EngineConfig, Result, task_tool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine
 from mcptasks.stores.base import TaskExists, TaskRecord
 from mcptasks.stores.sqlite import (
     CHECKPOINT_EVERY,

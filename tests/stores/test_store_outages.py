@@ -22,7 +22,9 @@ from private_servers import private_postgres, private_redis
 from processes import clean_env, free_port, serving_http
 from sdk_helpers import RawClient, RawResponse, poll
 
-from mcptasks import Elicit, ProtocolError, Result, StoreRetry, TaskContext, TaskTool, task_tool
+from mcptasks import Elicit, ProtocolError, Result, TaskContext, task_tool
+from mcptasks.authoring import TaskTool
+from mcptasks.lowlevel import StoreRetry
 from mcptasks.stores.url import store_from_url
 
 pytestmark = pytest.mark.anyio

@@ -15,17 +15,17 @@ from helpers import Client, accept, opted_in_meta, serve, wait_for
 from operator_stores import PG_URL, REDIS_URL, _drop_prefix, _drop_schema, listening
 
 from mcptasks import (
-    ANONYMOUS_OWNER,
     Elicit,
     MemoryTaskStore,
     ProtocolError,
     Result,
     StepFailed,
     TaskContext,
-    TaskStore,
     Yields,
     task_tool,
 )
+from mcptasks.lowlevel import ANONYMOUS_OWNER
+from mcptasks.stores import TaskStore
 from mcptasks.stores.url import store_from_url
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,6 @@ import pytest
 from helpers import Client, accept, serve, text_of, wait_for, wait_for_input
 
 from mcptasks import (
-    EXTENSION_ID,
     Accepted,
     Elicit,
     EngineConfig,
@@ -18,15 +17,14 @@ from mcptasks import (
     MemoryTaskStore,
     ProtocolError,
     Result,
-    Roots,
     Sample,
     TaskContext,
-    TaskEngine,
-    TasksProtocol,
     Unsupported,
     task_tool,
 )
-from mcptasks.wire import CLIENT_CAPABILITIES_META, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.authoring import Roots
+from mcptasks.lowlevel import TaskEngine, TasksProtocol
+from mcptasks.wire import CLIENT_CAPABILITIES_META, EXTENSION_ID, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 pytestmark = pytest.mark.anyio
 
@@ -309,7 +307,7 @@ async def test_inline_required_request_without_the_capability_is_32021() -> None
 
 
 async def test_a_raw_request_of_another_method_is_still_a_tool_error_inline() -> None:
-    from mcptasks import InputRequest
+    from mcptasks.authoring import InputRequest
 
     @task_tool
     async def custom():

@@ -10,17 +10,10 @@ import anyio
 import pytest
 from helpers import Client, accept, opted_in_meta, serve
 
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    MAX_CHECKPOINT_BYTES,
-    Elicit,
-    MemoryTaskStore,
-    Result,
-    SqliteTaskStore,
-    TaskContext,
-    TaskRecord,
-    task_tool,
-)
+from mcptasks import Elicit, MemoryTaskStore, Result, SqliteTaskStore, TaskContext, task_tool
+from mcptasks.authoring import MAX_CHECKPOINT_BYTES
+from mcptasks.lowlevel import ANONYMOUS_OWNER
+from mcptasks.stores import TaskRecord
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcptasks import EngineConfig, Limits, StoreRetry, TaskEngine, TasksProtocol
+from mcptasks import EngineConfig, Limits
+from mcptasks.lowlevel import StoreRetry, TaskEngine, TasksProtocol
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

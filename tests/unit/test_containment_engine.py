@@ -13,21 +13,9 @@ import anyio
 import pytest
 from helpers import Client, RecordingStore, accept, parked, serve
 
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    CancelRequested,
-    Delegate,
-    Elicit,
-    EngineConfig,
-    Limits,
-    ProtocolError,
-    Result,
-    TaskContext,
-    TaskEngine,
-    TasksProtocol,
-    TooManyTasks,
-    task_tool,
-)
+from mcptasks import Delegate, Elicit, EngineConfig, Limits, ProtocolError, Result, TaskContext, task_tool
+from mcptasks.errors import CancelRequested, TooManyTasks
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
 
 pytestmark = pytest.mark.anyio
 

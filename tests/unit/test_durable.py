@@ -16,9 +16,9 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import Client, accept, opted_in_meta, serve, wait_for, wait_for_status
 
 from mcptasks import (
-    ANONYMOUS_OWNER,
     Elicit,
     EngineConfig,
     Limits,
@@ -29,14 +29,13 @@ from mcptasks import (
     Step,
     StepFailed,
     TaskContext,
-    TaskEngine,
-    TaskStore,
-    TaskTool,
     ToolError,
     Yields,
     task_tool,
 )
-from tests.helpers import Client, accept, opted_in_meta, serve, wait_for, wait_for_status
+from mcptasks.authoring import TaskTool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine
+from mcptasks.stores import TaskStore
 
 pytestmark = pytest.mark.anyio
 

@@ -25,26 +25,22 @@ from helpers import (
 from pydantic import BaseModel
 
 from mcptasks import (
-    ANONYMOUS_OWNER,
-    EXTENSION_ID,
     Accepted,
     Elicit,
     EngineConfig,
-    InvalidArguments,
     Limits,
     MemoryTaskStore,
-    PollTooFast,
     ProtocolError,
     Result,
     SqliteTaskStore,
     TaskContext,
-    TaskEngine,
     TaskNotFound,
-    TaskRecord,
-    TasksProtocol,
-    TaskStore,
     task_tool,
 )
+from mcptasks.errors import InvalidArguments, PollTooFast
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
+from mcptasks.stores import TaskRecord, TaskStore
+from mcptasks.wire import EXTENSION_ID
 
 pytestmark = pytest.mark.anyio
 

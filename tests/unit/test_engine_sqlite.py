@@ -10,17 +10,9 @@ import anyio
 import pytest
 from helpers import Client, accept, serve, text_of, wait_for_status
 
-from mcptasks import (
-    ANONYMOUS_OWNER,
-    Elicit,
-    EngineConfig,
-    Result,
-    SqliteTaskStore,
-    TaskEngine,
-    TaskRecord,
-    TasksProtocol,
-    task_tool,
-)
+from mcptasks import Elicit, EngineConfig, Result, SqliteTaskStore, task_tool
+from mcptasks.lowlevel import ANONYMOUS_OWNER, TaskEngine, TasksProtocol
+from mcptasks.stores import TaskRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -218,7 +210,8 @@ CRASHING_SERVER = textwrap.dedent(
 
     import anyio
 
-    from mcptasks import EngineConfig, Result, SqliteTaskStore, TaskEngine, task_tool
+    from mcptasks import EngineConfig, Result, SqliteTaskStore, task_tool
+    from mcptasks.lowlevel import TaskEngine
 
 
     @task_tool

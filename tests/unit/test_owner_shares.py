@@ -12,16 +12,9 @@ import anyio
 import pytest
 from helpers import Client, parked, serve, text_of
 
-from mcptasks import (
-    Elicit,
-    EngineConfig,
-    Limits,
-    ProtocolError,
-    Result,
-    TasksProtocol,
-    TooManyTasks,
-    task_tool,
-)
+from mcptasks import Elicit, EngineConfig, Limits, ProtocolError, Result, task_tool
+from mcptasks.errors import TooManyTasks
+from mcptasks.lowlevel import TasksProtocol
 from mcptasks.wire import CLIENT_CAPABILITIES_META, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 WAIT = 20.0

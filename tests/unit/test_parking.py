@@ -13,7 +13,6 @@ import pytest
 from helpers import accept, text_of
 
 from mcptasks import (
-    EXTENSION_ID,
     Accepted,
     Elicit,
     EngineConfig,
@@ -21,11 +20,15 @@ from mcptasks import (
     ProtocolError,
     Result,
     TaskContext,
-    TaskEngine,
-    TasksProtocol,
     task_tool,
 )
-from mcptasks.wire import CLIENT_CAPABILITIES_META, INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcptasks.lowlevel import TaskEngine, TasksProtocol
+from mcptasks.wire import (
+    CLIENT_CAPABILITIES_META,
+    EXTENSION_ID,
+    INTERNAL_ERROR,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 
 pytestmark = pytest.mark.anyio
 

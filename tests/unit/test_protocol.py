@@ -9,18 +9,9 @@ import anyio
 import pytest
 from helpers import OPTED_IN_META, Client, accept, opted_in_meta, parse_iso, serve, text_of, wait_for_input
 
-from mcptasks import (
-    EXTENSION_ID,
-    Accepted,
-    Answer,
-    Elicit,
-    MemoryTaskStore,
-    ProtocolError,
-    Result,
-    TaskEngine,
-    TasksProtocol,
-    task_tool,
-)
+from mcptasks import Accepted, Answer, Elicit, MemoryTaskStore, ProtocolError, Result, task_tool
+from mcptasks.lowlevel import TaskEngine, TasksProtocol
+from mcptasks.wire import EXTENSION_ID
 
 pytestmark = pytest.mark.anyio
 

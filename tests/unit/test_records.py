@@ -8,7 +8,8 @@ import anyio
 import pytest
 from helpers import serve
 
-from mcptasks import TaskRecord, task_tool
+from mcptasks import task_tool
+from mcptasks.stores import TaskRecord
 from mcptasks.stores.base import EMPTY_DICT, EMPTY_LIST
 
 

@@ -9,7 +9,8 @@ import pytest
 from helpers import Client, serve, text_of
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcptasks import ProtocolError, Result, TaskEngine, ToolError, task_tool
+from mcptasks import ProtocolError, Result, ToolError, task_tool
+from mcptasks.lowlevel import TaskEngine
 
 pytestmark = pytest.mark.anyio
 

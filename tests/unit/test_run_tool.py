@@ -8,17 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mcptasks import (
-    Accepted,
-    Answer,
-    Delegate,
-    Elicit,
-    InputRequest,
-    Result,
-    TaskContext,
-    Unsupported,
-    task_tool,
-)
+from mcptasks import Accepted, Answer, Delegate, Elicit, Result, TaskContext, Unsupported, task_tool
+from mcptasks.authoring import InputRequest
 from mcptasks.testing import run_tool
 
 pytestmark = pytest.mark.anyio

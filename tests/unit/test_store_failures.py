@@ -13,7 +13,9 @@ import anyio
 import pytest
 from helpers import Client, serve, wait_idle
 
-from mcptasks import ProtocolError, Result, SqliteTaskStore, StoreRetry, TaskRecord, task_tool
+from mcptasks import ProtocolError, Result, SqliteTaskStore, task_tool
+from mcptasks.lowlevel import StoreRetry
+from mcptasks.stores import TaskRecord
 
 pytestmark = pytest.mark.anyio
 

@@ -9,16 +9,11 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from mcptasks import (
-    EXTENSION_ID,
-    InvalidArguments,
-    Result,
-    TaskContext,
-    TaskEngine,
-    TaskTool,
-    ToolError,
-    task_tool,
-)
+from mcptasks import Result, TaskContext, ToolError, task_tool
+from mcptasks.authoring import TaskTool
+from mcptasks.errors import InvalidArguments
+from mcptasks.lowlevel import TaskEngine
+from mcptasks.wire import EXTENSION_ID
 
 
 class Point(BaseModel):

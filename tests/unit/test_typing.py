@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from mcptasks import (
-    Accepted, Answer, Delegate, Elicit, ListRoots, Result, Roots, RootsAnswer, Sample, SampleAnswer,
-    Sampled, TaskContext, Unsupported, Yields, task_tool,
+    Accepted, Answer, Delegate, Elicit, ListRoots, Result, Sample, TaskContext, Unsupported, Yields,
+    task_tool,
 )
+from mcptasks.authoring import Roots, RootsAnswer, SampleAnswer, Sampled
 
 
 class Publish(BaseModel):
@@ -128,7 +129,7 @@ def test_mypy_strict_sees_signatures_and_narrows_answers(tmp_path: Path) -> None
         "TaskTool[[n: int, ctx: mcptasks._authoring.context.TaskContext], typing.Coroutine[Any, Any, int]]"
         in (revealed)
     )
-    assert 'typed.py:49: note: Revealed type is "typing.AsyncGenerator[Any, Any]"' in revealed
+    assert 'typed.py:50: note: Revealed type is "typing.AsyncGenerator[Any, Any]"' in revealed
     errors = out["mistakes.py"]
     unnarrowed = [e for e in errors if e.startswith("mistakes.py:8:") and "union-attr" in e]
     assert {e.split('"')[1] for e in unnarrowed} == {"Declined", "Cancelled", "Unsupported"}, errors

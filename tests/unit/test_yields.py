@@ -17,19 +17,15 @@ from mcptasks import (
     Cancelled,
     Declined,
     Elicit,
-    InputRequest,
     Inputs,
-    InvalidAnswer,
     ListRoots,
     Result,
-    Root,
-    Roots,
     Sample,
-    Sampled,
-    Status,
     TaskContext,
     task_tool,
 )
+from mcptasks.authoring import InputRequest, Root, Roots, Sampled, Status
+from mcptasks.errors import InvalidAnswer
 
 pytestmark = pytest.mark.anyio
 
