@@ -83,6 +83,10 @@ class EngineConfig:
     """How a running task's store calls ride out an unreachable store."""
     fallback: FallbackMode = "inline"
     """What task tools do for requests without the extension: `"inline"`, `"tools"`, `"reject"`."""
+    status_tool: bool = field(default=False, metadata=_flag("--status-tool"))
+    """List the generated `task_status` tool beside the task tools (it is listed anyway with the
+    `"tools"` fallback), so a model can read its own tasks' progress in hosts that show
+    `statusMessage` only to the user, such as Claude Code."""
     immediate_results: bool = True
     """Answer a call whose body finished without suspending with its result, not a task."""
     fast_path: bool = field(default=True, metadata=_flag("--fast-path"))
@@ -167,6 +171,7 @@ def apply_flags(
     concurrency: int | None = None,
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
+    status_tool: bool = False,
     executor: str | None = None,
     no_worker_timeout: float | None = None,
     header_timeout: float | None = None,
@@ -174,31 +179,24 @@ def apply_flags(
     max_connections: int | None = None,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--executor`,
-    `--no-worker-timeout`, `--header-timeout`, `--body-timeout`, `--max-connections`); raises
+    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--status-tool`,
+    `--executor`, `--no-worker-timeout`, `--header-timeout`, `--body-timeout`,
+    `--max-connections`); raises
     `ValueError` for an invalid value."""
-    changes: dict[str, Any] = {}
-    if enqueue_only:
-        changes["run_tasks"] = False
-    if lease_ttl is not None:
-        changes["lease_ttl"] = lease_ttl
-    if concurrency is not None:
-        changes["max_concurrent"] = concurrency
-    if fast_path is not None:
-        changes["fast_path"] = fast_path
-    if accept_missing_mcp_name:
-        changes["accept_missing_mcp_name"] = True
-    if executor is not None:
-        changes["executor"] = executor
-    if no_worker_timeout is not None:
-        changes["no_worker_timeout"] = no_worker_timeout
-    for name, value in (
-        ("header_timeout", header_timeout),
-        ("body_timeout", body_timeout),
-        ("max_connections", max_connections),
-    ):
-        if value is not None:
-            changes[name] = value
+    given: dict[str, Any] = {
+        "run_tasks": False if enqueue_only else None,
+        "lease_ttl": lease_ttl,
+        "max_concurrent": concurrency,
+        "fast_path": fast_path,
+        "accept_missing_mcp_name": True if accept_missing_mcp_name else None,
+        "status_tool": True if status_tool else None,
+        "executor": executor,
+        "no_worker_timeout": no_worker_timeout,
+        "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
+        "max_connections": max_connections,
+    }
+    changes = {name: value for name, value in given.items() if value is not None}
     return replace(config, **changes)
 
 
@@ -243,6 +241,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "limits": lambda value: isinstance(value, Limits),
     "store_retry": lambda value: isinstance(value, StoreRetry),
     "fallback": lambda value: value in FALLBACK_MODES,
+    "status_tool": _flag_value,
     "immediate_results": _flag_value,
     "fast_path": _flag_value,
     "accept_missing_mcp_name": _flag_value,
@@ -275,6 +274,7 @@ _RULES = {
     "limits": "must be a Limits",
     "store_retry": "must be a StoreRetry",
     "fallback": f"must be one of {', '.join(repr(mode) for mode in FALLBACK_MODES)}",
+    "status_tool": "must be True or False",
     "immediate_results": "must be True or False",
     "fast_path": "must be True or False",
     "accept_missing_mcp_name": "must be True or False",

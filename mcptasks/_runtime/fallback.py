@@ -33,21 +33,25 @@ STATUS_TOOL = "task_status"
 ANSWER_TOOL = "task_answer"
 CANCEL_TOOL = "task_cancel"
 FALLBACK_TOOL_NAMES = frozenset({STATUS_TOOL, ANSWER_TOOL, CANCEL_TOOL})
+STATUS_ONLY = frozenset({STATUS_TOOL})
+"""What `EngineConfig.status_tool` lists when no tool uses the `"tools"` fallback: a model reads
+its native tasks' progress there, and the host answers their questions and cancels them."""
 
 _TASK_ID = {"type": "string", "description": "The taskId returned when the task was started."}
 
 
-def fallback_tool_definitions() -> list[dict[str, Any]]:
-    """The generated tools as `tools/list` shows them."""
-    return [
+def fallback_tool_definitions(listed: frozenset[str] = FALLBACK_TOOL_NAMES) -> list[dict[str, Any]]:
+    """The generated tools in `listed`, as `tools/list` shows them."""
+    answer = f" (answer them with {ANSWER_TOOL})" if ANSWER_TOOL in listed else ""
+    definitions = [
         {
             "name": STATUS_TOOL,
             "title": "Check a background task",
             "description": (
                 "Check on a task started by a long-running tool. Returns its status, its latest "
-                "progress message, any questions waiting for an answer (answer them with "
-                f"{ANSWER_TOOL}) and, once it is done, its result. While it is still working, call "
-                "this again after the suggested delay; do not call it in a tight loop."
+                f"progress message, any questions waiting for an answer{answer} and, once it is "
+                "done, its result. While it is still working, call this again after the suggested "
+                "delay; do not call it in a tight loop."
             ),
             "inputSchema": {"type": "object", "properties": {"taskId": _TASK_ID}, "required": ["taskId"]},
             "annotations": {"readOnlyHint": True, "idempotentHint": True},
@@ -84,6 +88,7 @@ def fallback_tool_definitions() -> list[dict[str, Any]]:
             "annotations": {"destructiveHint": True, "idempotentHint": True},
         },
     ]
+    return [definition for definition in definitions if definition["name"] in listed]
 
 
 def _seconds(poll_interval_ms: int) -> str:
@@ -131,8 +136,9 @@ def _question(key: str, request: Mapping[str, Any]) -> str:
     return f'- key "{key}": a {method} request: {json.dumps(params)}. Answer with the response object.'
 
 
-def status_result(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
-    """`task_status`: status, progress, questions, or the final result, readable by a model."""
+def status_result(record: TaskRecord, poll_interval_ms: int, *, answerable: bool = True) -> dict[str, Any]:
+    """`task_status`: status, progress, questions, or the final result, readable by a model
+    (`answerable`: `task_answer` is served, so the text says to answer there)."""
     lines = [f"Task {record.task_id} ({record.tool}) is {record.status.replace('_', ' ')}."]
     if record.status_message:
         lines.append(f"Latest message: {record.status_message}")
@@ -144,7 +150,8 @@ def status_result(record: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
     }
     content: list[dict[str, Any]] = []
     if record.status == "input_required":
-        lines.append(f"It is waiting for answers (use {ANSWER_TOOL}):")
+        how = f"use {ANSWER_TOOL}" if answerable else "the client asks the user"
+        lines.append(f"It is waiting for answers ({how}):")
         lines.extend(_question(key, request) for key, request in record.input_requests.items())
         structured["inputRequests"] = record.input_requests
     elif record.status == "working":
@@ -202,9 +209,15 @@ def wire_answer(request: Mapping[str, Any], answer: Any, action: str) -> Any:
 
 
 async def call_fallback_tool(
-    engine: TaskEngine, name: str, arguments: Mapping[str, Any] | None, *, owner: str
+    engine: TaskEngine,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    owner: str,
+    listed: frozenset[str] = FALLBACK_TOOL_NAMES,
 ) -> dict[str, Any]:
-    """Answer a call to one of the generated tools (an `isError` result for a bad call)."""
+    """Answer a call to one of the generated tools in `listed` (an `isError` result for a bad
+    call)."""
     arguments = dict(arguments or {})
     task_id = arguments.get("taskId")
     if not isinstance(task_id, str) or not task_id:
@@ -212,7 +225,7 @@ async def call_fallback_tool(
     try:
         if name == STATUS_TOOL:
             record = await engine.get(task_id, owner=owner)
-            return status_result(record, engine.poll_interval_ms(record))
+            return status_result(record, engine.poll_interval_ms(record), answerable=ANSWER_TOOL in listed)
         if name == CANCEL_TOOL:
             await engine.cancel(task_id, owner=owner)
             return {

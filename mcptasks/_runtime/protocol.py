@@ -36,11 +36,13 @@ from mcptasks._runtime.fallback import (
     ANSWER_TOOL,
     CANCEL_TOOL,
     FALLBACK_TOOL_NAMES,
+    STATUS_ONLY,
     STATUS_TOOL,
     call_fallback_tool,
     fallback_tool_definitions,
     started_result,
 )
+from mcptasks._runtime.inline_peer import InlinePeer, PeerChannel
 from mcptasks._runtime.limits import reached
 from mcptasks._runtime.mrtr import InputNeeded, StartedBody, SyncRounds, advance_to_task
 from mcptasks._runtime.outages import reported_as_unavailable
@@ -145,6 +147,16 @@ def _parked_calls(config: EngineConfig) -> ParkedCalls:
     )
 
 
+def _declared(
+    meta: Mapping[str, Any] | None, tasks_allowed: bool, peer: InlinePeer | None
+) -> Mapping[str, Any]:
+    """The client capabilities a call may rely on: its request's (2026-07-28), or those its legacy
+    session declared once at initialize (none when the host did not say)."""
+    if tasks_allowed:
+        return client_capabilities(meta)
+    return (peer.session_capabilities if peer is not None else None) or {}
+
+
 def _inline_result(outcome: Outcome) -> dict[str, Any]:
     """The reply of an inline run: its result, or its error as a JSON-RPC error."""
     if outcome.error is not None:
@@ -214,20 +226,31 @@ class TasksProtocol:
         """Whether any task tool uses the `"tools"` fallback (then the generated tools are listed)."""
         return any(self.fallback_mode(tool) == "tools" for tool in self.tools.values())
 
+    @property
+    def generated_tools(self) -> frozenset[str]:
+        """The generated tools this server lists and serves: all three with the `"tools"`
+        fallback; `task_status` alone with `status_tool`; else none."""
+        if self.fallback_tools_enabled:
+            return FALLBACK_TOOL_NAMES
+        return STATUS_ONLY if self.engine.config.status_tool else frozenset()
+
     def fallback_tool_definitions(self) -> list[dict[str, Any]]:
-        """The generated `task_status` / `task_answer` / `task_cancel` tools, when enabled."""
-        return fallback_tool_definitions() if self.fallback_tools_enabled else []
+        """The generated tools' definitions (`task_status`, `task_answer`, `task_cancel`) this
+        server lists."""
+        return fallback_tool_definitions(self.generated_tools)
 
     def is_fallback_tool(self, name: str) -> bool:
-        """Whether `name` is a generated fallback tool this server serves."""
-        return name in FALLBACK_TOOL_NAMES and self.fallback_tools_enabled
+        """Whether `name` is a generated tool this server serves."""
+        return name in self.generated_tools
 
     async def call_fallback_tool(
         self, name: str, arguments: Mapping[str, Any] | None, *, owner: str = ANONYMOUS_OWNER
     ) -> dict[str, Any]:
         """Answer a call to a generated fallback tool (a `CallToolResult` dict with `resultType`)."""
         with reported_as_unavailable(self.engine.store):
-            result = await call_fallback_tool(self.engine, name, arguments, owner=owner)
+            result = await call_fallback_tool(
+                self.engine, name, arguments, owner=owner, listed=self.generated_tools
+            )
         return complete(result)
 
     def creates_task_at_once(self, name: str, meta: Mapping[str, Any] | None) -> bool:
@@ -262,6 +285,7 @@ class TasksProtocol:
         tasks_allowed: bool = True,
         input_responses: object = None,
         request_state: object = None,
+        peer: InlinePeer | None = None,
     ) -> dict[str, Any]:
         """Answer `tools/call` for a task tool.
 
@@ -273,13 +297,16 @@ class TasksProtocol:
 
         Invalid arguments give an `isError` result and create nothing. `tasks_allowed=False` (a
         legacy connection) means neither tasks nor `input_required` rounds, whatever `_meta` says.
+        `peer` is how the host reaches the caller of a body run inline to its result (see
+        `mcptasks._runtime.inline_peer`): its statuses become progress notifications and, on a
+        legacy connection, its questions requests to the client that its session declared.
         The route is decided once by `route_of` (see `mcptasks._runtime.routes`).
         """
         tool = self.tools.get(name)
         if tool is None:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         request_meta = meta if meta is None or isinstance(meta, dict) else dict(meta)
-        declared = client_capabilities(request_meta)
+        declared = _declared(request_meta, tasks_allowed, peer)
         route = self._route(tool, request_meta, declared, tasks_allowed)
         if route is Route.REFUSE:
             raise required_tool_error(name)
@@ -302,7 +329,7 @@ class TasksProtocol:
             return await self._started_for_model(call)
         if route is Route.INLINE_ROUNDS:
             return await self._inline_rounds(call)
-        return await self._inline(call, declared if tasks_allowed else {})
+        return await self._inline(call, declared, peer)
 
     async def _start(
         self, call: _Call, prepared: StartedBody | None = None, *, asking: bool = True, defer: bool = False
@@ -363,9 +390,13 @@ class TasksProtocol:
         record = await self._start(call, asking=False)
         return complete(started_result(record, self.engine.poll_interval_ms(record)))
 
-    async def _inline(self, call: _Call, declared: Mapping[str, Any]) -> dict[str, Any]:
-        """`Route.INLINE`: run the body to its result; no question can reach this client."""
-        channel = gated(InlineChannel(call.tool.name), declared, call.tool.name)
+    async def _inline(
+        self, call: _Call, declared: Mapping[str, Any], peer: InlinePeer | None
+    ) -> dict[str, Any]:
+        """`Route.INLINE`: run the body to its result; a question reaches the client only through
+        `peer` (a legacy session that declared the capability)."""
+        name = call.tool.name
+        channel = gated(InlineChannel(name) if peer is None else PeerChannel(name, peer), declared, name)
         outcome = await self.engine.run_inline(call.tool, call.validated, owner=call.owner, channel=channel)
         return _inline_result(outcome)
 

@@ -243,6 +243,7 @@ def serve(
     log_format: LogFormat = "text",
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
+    status_tool: bool = False,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     executor: str | None = None,
@@ -277,6 +278,7 @@ def serve(
             lease_ttl=lease_ttl,
             fast_path=fast_path,
             accept_missing_mcp_name=accept_missing_mcp_name,
+            status_tool=status_tool,
             executor=executor,
             no_worker_timeout=no_worker_timeout,
         )
@@ -450,6 +452,12 @@ def build_parser() -> argparse.ArgumentParser:
         "refused), warning once per client; also $MCPTASKS_ACCEPT_MISSING_MCP_NAME",
     )
     run.add_argument(
+        "--status-tool",
+        action="store_true",
+        help="list the task_status tool beside the task tools, so a model can read its tasks' "
+        "progress in hosts that show it only to the user; also $MCPTASKS_STATUS_TOOL",
+    )
+    run.add_argument(
         "--header-timeout",
         type=float,
         default=None,
@@ -579,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_format=args.log_format,
                 fast_path=None if args.fast_path is None else args.fast_path == "on",
                 accept_missing_mcp_name=args.accept_missing_mcp_name,
+                status_tool=args.status_tool,
                 metrics_port=args.metrics_port,
                 metrics_host=args.metrics_host,
                 executor=args.executor,

@@ -44,6 +44,7 @@ from mcptasks.server.answered_calls import take_from
 from mcptasks.server.listen import TaskListenMiddleware, set_sse_keepalive
 from mcptasks.server.listen_hub import ListenHub
 from mcptasks.server.listing import TaskToolListing
+from mcptasks.server.session_peer import SessionPeer
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import EXTENSION_ID, PROTOCOL_VERSION
@@ -370,18 +371,25 @@ class TasksExtension(Extension):
         if answered is not None:
             result = answered.replay()
         else:
+            modern = ctx.protocol_version == PROTOCOL_VERSION
             result = await self.call_task_tool(
-                params, meta=ctx.meta, modern=ctx.protocol_version == PROTOCOL_VERSION
+                params, meta=ctx.meta, modern=modern, peer=SessionPeer(ctx, legacy=not modern)
             )
         if result.get("resultType") == "complete":
             return call_tool_result(result)
         return result
 
     async def call_task_tool(
-        self, params: CallToolRequestParams, *, meta: Any, modern: bool = True
+        self,
+        params: CallToolRequestParams,
+        *,
+        meta: Any,
+        modern: bool = True,
+        peer: SessionPeer | None = None,
     ) -> dict[str, Any]:
         """Run a `tools/call` of one of this extension's task tools (`modern`: on a 2026-07-28
-        connection); the result dict with its `resultType`, or `MCPError` as the SDK would send it."""
+        connection; `peer`: the caller, for the progress and questions of a body run inline); the
+        result dict with its `resultType`, or `MCPError` as the SDK would send it."""
         responses = params.input_responses
         try:
             return await self.protocol.call_tool(
@@ -392,6 +400,7 @@ class TasksExtension(Extension):
                 tasks_allowed=modern,
                 input_responses={k: _raw(v) for k, v in responses.items()} if responses is not None else None,
                 request_state=params.request_state,
+                peer=peer,
             )
         except ProtocolError as exc:
             raise _mcp_error(exc) from None

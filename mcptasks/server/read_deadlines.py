@@ -23,10 +23,9 @@ hands to another protocol (a WebSocket upgrade) keeps being counted, without dea
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
-if TYPE_CHECKING:
-    from mcptasks.server.guarded_server import GuardedConfig
+from mcptasks.server.connection_guard import ConnectionGuard
 
 
 def _request_timeout_response() -> bytes:
@@ -41,13 +40,19 @@ def _request_timeout_response() -> bytes:
 REQUEST_TIMEOUT = _request_timeout_response()
 
 
+class GuardedSettings(Protocol):
+    """What a `DeadlineProtocol` needs of its uvicorn config (a `GuardedConfig`): the guard."""
+
+    guard: ConnectionGuard
+
+
 class DeadlineProtocol(asyncio.Protocol):
     """One HTTP connection: uvicorn's protocol (`config.guard.inner_protocol`) inside, closed when
     a request does not arrive within the guard's deadlines; counted by the guard while open."""
 
     def __init__(
         self,
-        config: GuardedConfig,
+        config: GuardedSettings,
         server_state: Any,
         app_state: dict[str, Any],
         _loop: asyncio.AbstractEventLoop | None = None,
