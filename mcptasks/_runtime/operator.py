@@ -19,7 +19,8 @@ from typing import Any
 
 from mcptasks._runtime import ledger
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.stores.base import OpensExisting, TaskRecord, TaskStore
+from mcptasks.stores.base import OpensExisting, OperatorStore, TaskRecord
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.url import store_from_url
 
 __all__ = [
@@ -165,7 +166,7 @@ def describe(
     return view
 
 
-async def open_existing(store: TaskStore, *, migrate: bool = False) -> None:
+async def open_existing(store: OperatorStore, *, migrate: bool = False) -> None:
     """Open `store` without creating it or (unless `migrate`) changing its schema, when it can
     (`OpensExisting`); stores without `open_existing` are opened as usual."""
     if isinstance(store, OpensExisting):
@@ -175,7 +176,7 @@ async def open_existing(store: TaskStore, *, migrate: bool = False) -> None:
 
 
 @asynccontextmanager
-async def open_store(url: str, *, migrate: bool = False) -> AsyncIterator[TaskStore]:
+async def open_store(url: str, *, migrate: bool = False) -> AsyncIterator[OperatorStore]:
     """Open the existing store `url` names for operator use, closing it afterwards.
 
     Nothing is created: `StoreNotFound` when there is no store there. An older schema is
@@ -184,7 +185,7 @@ async def open_store(url: str, *, migrate: bool = False) -> AsyncIterator[TaskSt
     process and cannot be reached from another; `MissingExtra` when the backend's client
     library is not installed.
     """
-    store = store_from_url(check_operator_url(url))
+    store = adopt_store(store_from_url(check_operator_url(url)))
     await open_existing(store, migrate=migrate)
     try:
         yield store
@@ -193,7 +194,7 @@ async def open_store(url: str, *, migrate: bool = False) -> AsyncIterator[TaskSt
 
 
 async def cancel_task(
-    store: TaskStore, task_id: str, *, reason: str = OPERATOR_CANCEL_REASON
+    store: OperatorStore, task_id: str, *, reason: str = OPERATOR_CANCEL_REASON
 ) -> TaskRecord | None:
     """Cancel `task_id` as its owner would; return the record afterwards (None: unknown id).
 
@@ -211,7 +212,7 @@ async def cancel_task(
     return await store.get(task_id)
 
 
-async def purge_tasks(store: TaskStore, statuses: Collection[str], older_than: float) -> int:
+async def purge_tasks(store: OperatorStore, statuses: Collection[str], older_than: float) -> int:
     """`store.purge(statuses, older_than)`, logged as one INFO line on `mcptasks.operator`."""
     deleted = await store.purge(statuses, older_than)
     logger.info(

@@ -35,8 +35,9 @@ from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
 from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import KeepsJournal, TaskStore
+from mcptasks.stores.base import KeepsJournal, OperatorStore
 from mcptasks.stores.extras import MissingExtra
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.redaction import redact_url
 from mcptasks.stores.url import store_from_url
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -98,7 +99,7 @@ def _split(values: Sequence[str] | None) -> frozenset[str] | None:
 # -- the commands -----------------------------------------------------------------------------
 
 
-async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+async def _list(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
     try:
         since = None if args.since is None else parse_since(args.since)
         query = TaskQuery(_split(args.status), _split(args.tool), args.owner, since)
@@ -131,7 +132,7 @@ async def _list(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-async def _read_journal(store: TaskStore, task_id: str) -> list[Any]:
+async def _read_journal(store: OperatorStore, task_id: str) -> list[Any]:
     """The task's journal entries, parsed (an entry that is not JSON stays text); empty when the
     store keeps no journal."""
     if not isinstance(store, KeepsJournal):
@@ -174,7 +175,7 @@ def _journal_lines(entries: Sequence[Any]) -> list[str]:
     return ["  " + "  ".join([*(row[i].ljust(widths[i]) for i in range(3)), row[3]]).rstrip() for row in rows]
 
 
-async def _show(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+async def _show(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
     record = await store.get(args.task_id)
     if record is None:
         raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
@@ -210,7 +211,7 @@ def _write_journal(journal: Sequence[Any], out: TextIO) -> None:
             write(out, line + "\n")
 
 
-async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+async def _cancel(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
     before = await store.get(args.task_id)
     record = await cancel_task(store, args.task_id, reason=args.reason)
     if before is None or record is None:
@@ -225,7 +226,7 @@ async def _cancel(store: TaskStore, args: argparse.Namespace, out: TextIO) -> in
     return 0
 
 
-async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+async def _purge(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
     try:
         cutoff = time.time() - parse_duration(args.older_than)
         statuses = _split(args.status) or frozenset(TERMINAL_STATUSES)
@@ -241,7 +242,7 @@ async def _purge(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
     return 0
 
 
-async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int:
+async def _stats(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
     stats = await store.stats()
     now = time.time()
     if args.json:
@@ -278,7 +279,7 @@ async def _stats(store: TaskStore, args: argparse.Namespace, out: TextIO) -> int
     return 0
 
 
-_COMMANDS: dict[str, Callable[[TaskStore, argparse.Namespace, TextIO], Awaitable[int]]] = {
+_COMMANDS: dict[str, Callable[[OperatorStore, argparse.Namespace, TextIO], Awaitable[int]]] = {
     "list": _list,
     "show": _show,
     "cancel": _cancel,
@@ -316,11 +317,11 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return anyio.run(run)
 
 
-async def open_operator_store(url: str, *, migrate: bool = False, prog: str = _PROG) -> TaskStore:
+async def open_operator_store(url: str, *, migrate: bool = False, prog: str = _PROG) -> OperatorStore:
     """The existing store `url` names, open (see `open_existing`); `CliError` naming the cause
     (a bad URL, a missing extra, no such store, an unusable one) otherwise."""
     try:
-        store = store_from_url(check_operator_url(url))
+        store = adopt_store(store_from_url(check_operator_url(url)))
     except (ValueError, MissingExtra) as exc:
         raise CliError(str(exc), prog=prog) from None
     try:

@@ -29,7 +29,8 @@ from mcptasks.dashboard.guard import (
 from mcptasks.dashboard.login import TOKEN_ADVICE, Sessions, Throttle, Throttled, weak_token
 from mcptasks.dashboard.pages import detail_page, list_page, login_page
 from mcptasks.dashboard.views import KINDS, query_for, summary, task_detail
-from mcptasks.stores.base import TaskStore
+from mcptasks.stores.base import OperatorStore, TaskStore
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.url import store_from_url
 
 __all__ = ["TOKEN_HEADER", "StoreSource", "dashboard_app"]
@@ -60,15 +61,17 @@ class _Store:
     def __init__(self, store: StoreSource) -> None:
         self.owned = isinstance(store, str)
         self._source = store if callable(store) and not isinstance(store, TaskStore) else None
-        self.store: TaskStore | None = store_from_url(store) if isinstance(store, str) else None
+        self.store: OperatorStore | None = (
+            adopt_store(store_from_url(store)) if isinstance(store, str) else None
+        )
         if self.store is None and self._source is None:
-            self.store = cast(TaskStore, store)
+            self.store = adopt_store(cast(TaskStore, store))
         self._opened = not self.owned
         self._lock = anyio.Lock()
 
-    async def get(self) -> TaskStore:
+    async def get(self) -> OperatorStore:
         if self._source is not None:
-            return self._source()
+            return adopt_store(self._source())
         assert self.store is not None
         if not self._opened:
             async with self._lock:

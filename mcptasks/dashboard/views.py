@@ -12,7 +12,7 @@ from typing import Any
 
 from mcptasks._runtime.operator import describe, iso
 from mcptasks.stores.admin import TaskQuery, is_tool_error
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import OperatorStore, TaskRecord
 
 __all__ = [
     "CHART_BUCKETS",
@@ -218,7 +218,7 @@ def kind_counts(by_status: dict[str, int], tool_errors: int | None) -> dict[str,
     return {kind: counts[kind] for kind in KINDS}
 
 
-async def _recent(store: TaskStore, limit: int) -> list[TaskRecord]:
+async def _recent(store: OperatorStore, limit: int) -> list[TaskRecord]:
     records: list[TaskRecord] = []
     after: str | None = None
     while len(records) < limit:
@@ -231,7 +231,7 @@ async def _recent(store: TaskStore, limit: int) -> list[TaskRecord]:
 
 
 async def summary(
-    store: TaskStore,
+    store: OperatorStore,
     *,
     query: TaskQuery | None = None,
     can_cancel: bool = False,

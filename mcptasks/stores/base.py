@@ -20,7 +20,7 @@ from mcptasks.errors import MCPTasksError
 from mcptasks.errors import SchemaVersionError as SchemaVersionError
 from mcptasks.errors import StoreNotFound as StoreNotFound
 from mcptasks.errors import TaskExists as TaskExists
-from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
+from mcptasks.stores.admin import AdminStore, TaskPage, TaskQuery, TaskStats
 from mcptasks.stores.record import EMPTY_DICT as EMPTY_DICT
 from mcptasks.stores.record import EMPTY_LIST as EMPTY_LIST
 from mcptasks.stores.record import MAX_STATUS_HISTORY as MAX_STATUS_HISTORY
@@ -199,9 +199,9 @@ class TaskStore(Protocol):
     The optional members (`permanent_errors`, `epoch()`, `twin()`, `replace_and_publish`, tool
     offers, `count_active`) and their defaults are those of `StoreBase`, the class every shipped
     store subclasses; a store that does not subclass it gets the same defaults from
-    `mcptasks.stores.foreign.adopt_store`. The operator queries below are `AdminStore`'s
-    (`mcptasks.stores.admin`); they stay listed here until every operator helper takes an
-    `AdminStore`. The journal is `KeepsJournal`.
+    `mcptasks.stores.foreign.adopt_store`. The protocols are split by who uses them: this one is
+    the engine's; the operator queries (admin CLI, dashboard, metrics) are `AdminStore`
+    (`mcptasks.stores.admin`); the journal of durable bodies is `KeepsJournal`.
     """
 
     durable: bool
@@ -244,26 +244,15 @@ class TaskStore(Protocol):
         the owners with the fewest active records held by runners go first, each owner's oldest
         record first (`fair_order`), so one owner's backlog never starves another's."""
 
-    # -- operator queries (admin CLI, dashboard; they cross owners) ------------------------------
-
-    async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
-        """Unexpired records matching `query`, newest first (`created_at`, then `task_id`,
-        descending), at most `limit` (capped at `admin.MAX_PAGE`); `after` is a previous page's
-        `next_cursor`. `ValueError` for a malformed cursor or a limit below 1."""
-
-    async def stats(self) -> TaskStats:
-        """Counts of unexpired records by status and by tool, the oldest active record's
-        `created_at`, the queue depth, and the live runners with their lease ends."""
-
-    async def purge(self, statuses: Collection[str], older_than: float) -> int:
-        """Delete terminal records in `statuses` last updated before `older_than` (epoch
-        seconds); return how many. `ValueError` when `statuses` names an active status."""
-
     async def publish(self, task_id: str) -> None:
         """Announce that `task_id` changed in a way its runner must see (input, cancel)."""
 
     def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """An iterator of task ids passed to `publish`, live while the context is open."""
+
+
+class OperatorStore(TaskStore, AdminStore, Protocol):
+    """What the operator tools (admin CLI, dashboard) hold: a store with the operator queries."""
 
 
 class UnsupportedByStore(MCPTasksError, NotImplementedError):

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import cast
 
-from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
+from mcptasks.stores.admin import AdminStore, TaskPage, TaskQuery, TaskStats
 from mcptasks.stores.base import (
     CountsActive,
     KeepsJournal,
@@ -53,6 +53,8 @@ class ForeignStore(StoreBase):
         self._opens = store if isinstance(store, OpensExisting) else None
         self._epoch = getattr(store, "epoch", None)
         self._twin = getattr(store, "twin", None)
+        queries = all(callable(getattr(store, name, None)) for name in ("list_tasks", "stats", "purge"))
+        self._queries = cast(AdminStore, store) if queries else None
         self._warned = False
 
     def __repr__(self) -> str:
@@ -150,10 +152,16 @@ class ForeignStore(StoreBase):
             await self._opens.open_existing(migrate=migrate)
 
     async def list_tasks(self, query: TaskQuery, *, limit: int = 100, after: str | None = None) -> TaskPage:
-        return await self.inner.list_tasks(query, limit=limit, after=after)
+        if self._queries is None:
+            return await super().list_tasks(query, limit=limit, after=after)
+        return await self._queries.list_tasks(query, limit=limit, after=after)
 
     async def stats(self) -> TaskStats:
-        return await self.inner.stats()
+        if self._queries is None:
+            return await super().stats()
+        return await self._queries.stats()
 
     async def purge(self, statuses: Collection[str], older_than: float) -> int:
-        return await self.inner.purge(statuses, older_than)
+        if self._queries is None:
+            return await super().purge(statuses, older_than)
+        return await self._queries.purge(statuses, older_than)
