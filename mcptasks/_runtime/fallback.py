@@ -165,7 +165,15 @@ def status_result(record: TaskRecord, poll_interval_ms: int, *, answerable: bool
     elif record.status == "failed" and record.error is not None:
         lines.append(f"It failed: {record.error.get('message')}")
         structured["error"] = record.error
-    structured["guidance"] = summary = "\n".join(lines)
+    summary = "\n".join(lines)
+    # A host that hands the model `structuredContent` instead of the text (Claude Code) must
+    # still show it the result's text, which the content carries after the summary.
+    texts = [
+        block["text"]
+        for block in content
+        if block.get("type") == "text" and isinstance(block.get("text"), str)
+    ]
+    structured["guidance"] = "\n".join([summary, *texts])
     return {
         "content": [text_content(summary), *content],
         "structuredContent": structured,
