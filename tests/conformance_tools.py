@@ -20,6 +20,18 @@ INSPECTOR_CACHE = ROOT / ".inspector"
 CONFORMANCE_VERSION = "0.2.0-alpha.12"
 INSPECTOR_VERSION = "2.12.0"
 NODE_VERSION = "22.23.5"
+TASKS_SCENARIOS = [  # the suite's tasks scenarios (not scored in the 2026-07-28 set)
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+]
 
 
 def node_package() -> str:

@@ -380,3 +380,19 @@ def task_tool(
     if fn is not None:
         return decorate(fn)
     return decorate
+
+
+def registering(
+    add: Callable[[TaskTool[Any, Any]], Any],
+    fn: Callable[P2, R2] | None,
+    options: TaskToolOptions,
+) -> TaskTool[P2, R2] | TaskToolDecorator:
+    """What a server's `task_tool` method returns: `task_tool` (bare or with `options`) whose
+    tool is also registered with `add`; a function already decorated is registered as it is."""
+
+    def decorate(function: Callable[P, R]) -> TaskTool[P, R]:
+        tool = function if isinstance(function, TaskTool) else task_tool(**options)(function)
+        add(tool)
+        return tool
+
+    return decorate(fn) if fn is not None else decorate

@@ -34,7 +34,7 @@ from mcp_types import CallToolRequestParams, CallToolResult, RequestParams
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import ParamSpec, TypeVar, Unpack
 
-from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions, task_tool
+from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions, registering
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
@@ -201,13 +201,7 @@ class TasksExtension(Extension):
         self, fn: Callable[P, R] | None = None, **options: Unpack[TaskToolOptions]
     ) -> TaskTool[P, R] | TaskToolDecorator:
         """Decorator: `@ext.task_tool` or `@ext.task_tool(...)` with the options of `mcptasks.task_tool`."""
-
-        def decorate(function: Callable[P2, R2]) -> TaskTool[P2, R2]:
-            tool = function if isinstance(function, TaskTool) else task_tool(**options)(function)
-            self.add_tool(tool)
-            return tool
-
-        return decorate(fn) if fn is not None else decorate
+        return registering(self.add_tool, fn, options)
 
     def install(self, server: MCPServer[Any]) -> None:
         """List this extension's task tools in `server`'s `tools/list` and serve

@@ -36,7 +36,7 @@ from mcp_types import Tool as ListedTool
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer
 from typing_extensions import ParamSpec, TypeVar, Unpack
 
-from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions, task_tool
+from mcptasks._authoring.tool import TaskTool, TaskToolDecorator, TaskToolOptions, registering
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine import TaskEngine
 from mcptasks._runtime.protocol import ANONYMOUS_OWNER, TasksProtocol
@@ -145,13 +145,7 @@ class FastMCPTasks:
     ) -> TaskTool[P, R] | TaskToolDecorator:
         """Decorator: `@tasks.task_tool` or `@tasks.task_tool(...)` with the options of
         `mcptasks.task_tool`."""
-
-        def decorate(function: Callable[P2, R2]) -> TaskTool[P2, R2]:
-            tool = function if isinstance(function, TaskTool) else task_tool(**options)(function)
-            self.add_tool(tool)
-            return tool
-
-        return decorate(fn) if fn is not None else decorate
+        return registering(self.add_tool, fn, options)
 
     def install(self, server: Any) -> Any:
         """Serve the task tools on `server` (a `fastmcp.FastMCP`) before it starts: register the

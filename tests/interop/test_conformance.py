@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml  # type: ignore[import-untyped]
-from conformance_tools import CONFORMANCE_VERSION, install
+from conformance_tools import CONFORMANCE_VERSION, TASKS_SCENARIOS, install
 from processes import clean_env, free_port, listening, serving_http, stop
 from round_robin_proxy import RoundRobinProxy, round_robin
 
@@ -50,18 +50,6 @@ SERVER = ROOT / "examples" / "everything_server.py"
 DOCS_PAGE = ROOT / "docs" / "conformance.md"
 REQUIREMENTS = "2026-07-28"
 
-TASKS_SCENARIOS = [
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-dispatch-and-envelope",
-    "tasks-status-notifications",
-    "tasks-required-task-error",
-    "tasks-mrtr-composition",
-]
 DEPLOYMENTS = [
     "memory",
     "sqlite",

@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from conformance_tools import install
+from conformance_tools import TASKS_SCENARIOS, install
 from doc_blocks import blocks, write_file
 from mcp import Client, MCPError
 from mcp.client.context import ClientRequestContext
@@ -58,18 +58,6 @@ FASTMCP = "fastmcp==4.2.3"
 INSTALL_TIMEOUT = 600.0
 TIMEOUT = 60.0
 """Upper bound of every wait; never a synchronisation delay."""
-TASKS_SCENARIOS = [
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-dispatch-and-envelope",
-    "tasks-status-notifications",
-    "tasks-required-task-error",
-    "tasks-mrtr-composition",
-]
 NETWORK_TROUBLE = (
     "NewConnectionError",
     "Temporary failure in name resolution",
