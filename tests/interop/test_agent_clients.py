@@ -16,8 +16,13 @@ store the tests can read.
   the switch; with `accept_missing_mcp_name` on (the `mcptasks serve` flag, or the environment
   variable) every case passes and the server warns once per client.
 - Google ADK `McpToolset` (`adk_driver.py`): no Tasks support, so task tools answer inline and
-  `task_support="required"` ones -32021; questions are never asked (ADK's default handshake is
-  2025-11-25; on 2026-07-28 it cannot answer an `input_required` round).
+  `task_support="required"` ones -32021. Given an elicitation callback, its default handshake
+  (2025-11-25) gets the questions as `elicitation/create` and answers them; on 2026-07-28 it cannot
+  answer an `input_required` round. Without a callback the questions are never asked.
+- LangChain `langchain.mcp.MCPAdapter` (`langchain_driver.py`): no Tasks code of its own; its
+  FastMCP client drives tasks once `fastmcp_tasks` is imported, sending no `Mcp-Name` on
+  `tasks/*` (refused with -32020 by default, accepted with `--accept-missing-mcp-name`). Without
+  that import task tools answer inline and questions go through LangChain's LangGraph interrupts.
 
 When the packages cannot be installed because the registry is unreachable, the tests skip saying
 so; any other install failure (a pin that no longer resolves, say) fails them.
@@ -73,7 +78,14 @@ PYDANTIC_AI = Client(
     (3, 11),
 )
 ADK = Client("google-adk", ("google-adk[mcp]==2.13.0", "mcp==2.3.0"), (3, 11))
-CLIENTS = {client.name: client for client in (STRANDS, PYDANTIC_AI, ADK)}
+LANGCHAIN = Client(
+    "langchain",
+    # `langchain.mcp` (the `mcp` extra brings FastMCP); fastmcp-tasks is what turns on the
+    # FastMCP client's task support (4.1.4 is its newest release, and it pins FastMCP 4.1.4).
+    ("langchain[mcp]==1.5.2", "fastmcp==4.1.4", "fastmcp-tasks==4.1.4", "mcp==2.3.0"),
+    (3, 11),
+)
+CLIENTS = {client.name: client for client in (STRANDS, PYDANTIC_AI, ADK, LANGCHAIN)}
 
 NETWORK_TROUBLE = (
     "NewConnectionError",
@@ -151,6 +163,11 @@ def pydantic_ai_python() -> Path:
 @pytest.fixture(scope="module")
 def adk_python() -> Path:
     return venv_python(ADK)
+
+
+@pytest.fixture(scope="module")
+def langchain_python() -> Path:
+    return venv_python(LANGCHAIN)
 
 
 def drive(python: Path, driver: str, *args: str) -> dict[str, Any]:
@@ -490,23 +507,188 @@ def test_adk_required_task_tools_refused_with_32021(adk_conformance: tuple[str, 
         assert refused["codes"] == [-32021] and refused["asked"] == []
 
 
-def test_adk_questions_are_never_asked(adk_conformance: tuple[str, Run]) -> None:
+def test_adk_questions(adk_conformance: tuple[str, Run]) -> None:
     era, run = adk_conformance
     # Without an elicitation callback ADK declares no `elicitation`: the inline body's questions
     # are never sent and evaluate to Unsupported, which these tools read as "no".
     kept, both = run.case("input_confirm"), run.case("multi_input")
     assert (kept["texts"], kept["asked"]) == (["kept a.txt"], [])
     assert (both["texts"], both["asked"]) == (["someone says stop"], [])
-    with_callback = [run.case("callback_confirm"), run.case("callback_multi_input")]
-    assert all(case["asked"] == [] for case in with_callback)
+    confirmed, answered = run.case("callback_confirm"), run.case("callback_multi_input")
     if era == "legacy":
-        # 2025-11-25 has no input_required rounds: the same, even with the callback.
-        assert [case["texts"] for case in with_callback] == [["kept b.txt"], ["someone says stop"]]
+        # 2025-11-25: the inline body's questions go out as elicitation/create requests on the
+        # call, and ADK's callback answers them.
+        assert (confirmed["texts"], confirmed["asked"]) == (["deleted b.txt"], ["Delete b.txt?"])
+        assert answered["texts"] == ["ADK says go"]
+        assert sorted(answered["asked"]) == ["Go ahead?", "Your name?"]
     else:
         # 2026-07-28: the server answers input_required, which ADK's call_tool does not accept.
-        for case in with_callback:
+        for case in (confirmed, answered):
+            assert case["asked"] == []
             assert case["adk_error"] == (
                 "Unexpected error during MCP tool execution: Server returned InputRequiredResult; "
                 "pass allow_input_required=True to receive it and retry call_tool(..., "
                 "input_responses=..., request_state=result.request_state)."
             )
+
+
+# -- LangChain (langchain.mcp MCPAdapter on FastMCP) ------------------------------------------
+
+LANGCHAIN_TASK_CASES = [
+    "task_quick",
+    "task_tool_error",
+    "task_protocol_error",
+    "task_input_before_task",
+    "task_confirm",
+    "task_decline",
+    "task_multi_input",
+]
+"""The cases that call through a FastMCP client with `fastmcp_tasks` imported (and a handler)."""
+
+CLAIMED_RESULT = (
+    "UnexpectedClaimedResult: Server returned a claimed result (ClientCreateTaskResult); pass the "
+    "owning extension to Client(extensions=[...]) for transparent resolution"
+)
+
+
+@pytest.fixture(scope="module")
+def langchain_default(langchain_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Every case on the default (strict) server: inline first, then with `fastmcp_tasks`."""
+    directory = tmp_path_factory.mktemp("langchain-default")
+    database = str(directory / "tasks.db")
+    return serve_and_drive(
+        directory, "conformance_server", langchain_python, "langchain_driver.py", database, "all"
+    )
+
+
+@pytest.fixture(scope="module")
+def langchain_accepting(langchain_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The task cases with missing `Mcp-Name` accepted (`mcptasks serve` flag)."""
+    directory = tmp_path_factory.mktemp("langchain-accepting")
+    database = str(directory / "tasks.db")
+    return serve_and_drive(
+        directory,
+        "conformance_server",
+        langchain_python,
+        "langchain_driver.py",
+        database,
+        "tasks",
+        extra=("--accept-missing-mcp-name",),
+    )
+
+
+def test_langchain_versions(langchain_default: Run) -> None:
+    run = langchain_default
+    assert run.results["versions"] == {
+        "langchain": "1.5.2",
+        "fastmcp": "4.1.4",
+        "fastmcp-tasks": "4.1.4",
+        "mcp": "2.3.0",
+    }
+    assert "slow_compute" in run.results["tools"] and "failing_job" in run.results["tools"]
+    # FastMCP's default handshake is server/discover; `Client(url, mode="legacy")` is initialize.
+    assert run.results["protocol_versions"] == ["2025-11-25", "2026-07-28"]
+
+
+def test_langchain_inline_without_fastmcp_tasks(langchain_default: Run) -> None:
+    run = langchain_default
+    plain, quick = run.case("quick_plain"), run.case("quick_task")
+    assert (plain["texts"], plain["status"]) == (["Hello, LangChain!"], "success")
+    assert (quick["texts"], quick["status"]) == (["inline: finished after 0.2 s"], "success")
+    # A JSON-RPC error from an inline body is raised from the tool, not handed to the model.
+    failed = run.results["protocol_error"]
+    assert (failed["error"], failed["code"]) == ("MCPError: backend unavailable", -32603)
+    for name, tool in [("required", "failing_job"), ("required_input_before_task", "test_tool_with_task")]:
+        refused = run.results[name]
+        assert refused["error"] == (
+            f"MCPError: Tool {tool!r} requires the client capability "
+            f"extensions['io.modelcontextprotocol/tasks'] in this request's _meta. {REQUIRED_TOOL_REMEDY}"
+        )
+        assert refused["code"] == -32021 and refused["asked"] == []
+    # No inline case became a task: the only tasks are those of the cases run with fastmcp_tasks.
+    assert sorted(tool for tool, _, _ in run.tasks()) == sorted(
+        ["slow_compute"] * 3
+        + ["failing_job", "protocol_error_job", "test_tool_with_task", "multi_input"]
+        + ["confirm_delete"] * 2
+    )
+
+
+def test_langchain_questions_through_interrupts_and_handlers(langchain_default: Run) -> None:
+    run = langchain_default
+    # 2026-07-28, MCPAdapter(url): each input_required round is one LangGraph interrupt carrying
+    # every question of the round; resuming the graph with the answers finishes the call.
+    confirmed, both = run.case("interrupt_confirm"), run.case("interrupt_multi_input")
+    assert (confirmed["texts"], confirmed["rounds"]) == (["deleted a.txt"], [["Delete a.txt?"]])
+    assert both["texts"] == ["LangChain says go"]
+    assert [sorted(questions) for questions in both["rounds"]] == [["Go ahead?", "Your name?"]]
+    # A FastMCP client with its own elicitation_handler: LangChain keeps it and it answers.
+    declined = run.case("handler_decline")
+    assert (declined["texts"], declined["asked"]) == (["kept keep.txt"], ["Delete keep.txt?"])
+    # 2025-11-25: the question goes out as elicitation/create, which MCPAdapter's own client
+    # refuses (it answers only interrupts): the model gets a tool error naming both sides.
+    refused = run.case("legacy_interrupt_confirm")
+    assert refused["status"] == "error" and refused["rounds"] == []
+    [text] = refused["texts"]
+    assert text.startswith("Tool 'confirm_delete' asked the client (elicitation/create) and got no answer: ")
+    assert "interrupt-based elicitation cannot answer" in text, text
+    answered = run.case("legacy_handler_confirm")
+    assert (answered["texts"], answered["asked"]) == (["deleted c.txt"], ["Delete c.txt?"])
+
+
+def test_langchain_statuses_as_progress_on_2025_11_25(langchain_default: Run) -> None:
+    watched = langchain_default.case("legacy_statuses")
+    assert (watched["texts"], watched["status"]) == (["watch: finished after 1.5 s"], "success")
+    seen = watched["progress"]  # FastMCP's progress_handler, given each statusMessage
+    assert seen[0] == "watch: started" and seen[-1] == "watch: 1.5/1.5 s", seen
+    assert all(message.startswith("watch: ") for message in seen), seen
+
+
+def test_langchain_tasks_refused_by_default_naming_the_switch(langchain_default: Run) -> None:
+    run = langchain_default
+    for name in LANGCHAIN_TASK_CASES:
+        refused = run.results[name]
+        assert refused.get("code") == -32020, (name, refused)
+        message = refused["error"]
+        assert "tasks/get over HTTP needs an Mcp-Name header equal to params.taskId" in message, message
+        assert "accept_missing_mcp_name" in message and "--accept-missing-mcp-name" in message, message
+    assert run.results["task_default_adapter"]["error"].startswith(CLAIMED_RESULT)
+    assert run.missing_name_warnings() == []
+
+
+def test_langchain_tasks_with_missing_name_accepted(langchain_accepting: Run) -> None:
+    run = langchain_accepting
+    answers = {name: run.case(name) for name in LANGCHAIN_TASK_CASES}
+    observed = {name: (case["status"], case["texts"], case["asked"]) for name, case in answers.items()}
+    assert observed == {
+        "task_quick": ("success", ["tasked: finished after 0.2 s"], []),
+        "task_tool_error": ("error", ["the job failed: disk quota exceeded"], []),
+        "task_protocol_error": ("error", ["backend unavailable"], []),
+        "task_input_before_task": ("success", ["Hello, LangChain!"], ["What is your name?"]),
+        "task_confirm": ("success", ["deleted a.txt"], ["Delete a.txt?"]),
+        "task_decline": ("success", ["kept keep.txt"], ["Delete keep.txt?"]),
+        "task_multi_input": ("success", ["LangChain says go"], ["Your name?", "Go ahead?"]),
+    }
+    tasks = run.tasks()
+    for task in [
+        ("slow_compute", "completed", {"seconds": 0.2, "label": "tasked"}),
+        ("failing_job", "completed", {}),
+        ("protocol_error_job", "failed", {}),
+        ("test_tool_with_task", "completed", {}),
+        ("confirm_delete", "completed", {"filename": "a.txt"}),
+        ("confirm_delete", "completed", {"filename": "keep.txt"}),
+        ("multi_input", "completed", {}),
+    ]:
+        assert task in tasks
+    # MCPAdapter(url)'s own client calls the session directly, which cannot resolve the task it
+    # opted in to: the tool raises, and the task it started runs on with nobody to read it.
+    assert run.results["task_default_adapter"]["error"].startswith(CLAIMED_RESULT)
+    assert ({"seconds": 0.2, "label": "interrupt-armed"}) in [arguments for _, _, arguments in tasks]
+    # Every client is FastMCP's with the mcp SDK's default clientInfo: one warning in all.
+    assert run.missing_name_warnings() == [("tasks/get", "mcp", "0.1.0")]
+
+
+def test_langchain_cancelling_the_caller_leaves_the_task_running(langchain_accepting: Run) -> None:
+    # LangChain offers no cancel; stopping the caller (asyncio cancellation, as when an agent run
+    # is stopped) sends no tasks/cancel: the task is still working a second later.
+    stopped = langchain_accepting.case("task_cancel_caller")
+    assert stopped == {"while_running": "working", "after_cancel": "working", "asked": []}
