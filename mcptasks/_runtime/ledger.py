@@ -99,6 +99,44 @@ def ended(
     return change
 
 
+def claimed_by(runner: str) -> Transition:
+    """A queued task is claimed by `runner` (nothing when it is held or ended)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        return record.evolve(runner=runner) if record.runner is None and not record.terminal else None
+
+    return change
+
+
+def released_by(runner: str) -> Transition:
+    """`runner` gives its claim back: the task is queued again (nothing when another holds it)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        return record.evolve(runner=None) if record.runner == runner else None
+
+    return change
+
+
+def while_queued(change: Transition) -> Transition:
+    """`change`, only while the task is queued (no runner holds it)."""
+
+    def queued(record: TaskRecord) -> TaskRecord | None:
+        return change(record) if record.runner is None else None
+
+    return queued
+
+
+def waiting(note: str) -> Transition:
+    """A queued task says why it waits (`note`; nothing once it is claimed or ended)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.terminal or record.runner is not None:
+            return None
+        return record.evolve(status_message=note)
+
+    return change
+
+
 async def apply(
     store: TaskStore,
     task_id: str,
