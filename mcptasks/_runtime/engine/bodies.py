@@ -10,7 +10,7 @@ import anyio
 from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.threaded import OwnerThreads
 from mcptasks._authoring.tool import TaskTool
-from mcptasks._runtime.driver import Outcome, Parked, Pending
+from mcptasks._runtime.driver import InlineChannel, Outcome, Parked, Pending, run_body
 from mcptasks._runtime.engine.records import HALTED
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
@@ -45,6 +45,23 @@ async def open_body(
     if entries:
         await run.carry(entries)
     return body, pending
+
+
+async def run_inline(
+    tool: TaskTool,
+    arguments: dict[str, Any],
+    owner: str,
+    channel: BodyChannel | None,
+    threads: OwnerThreads | None,
+    max_result_bytes: int,
+) -> Outcome:
+    """Run a body to completion in the caller's task, without a task record (see
+    `TaskEngine.run_inline`; `threads`: None while the engine is not running)."""
+    channel = channel if channel is not None else InlineChannel(tool.name)
+    context = TaskContext(channel, owner=owner, tool=tool.name)
+    share = threads.share(owner) if threads is not None and tool.threaded else None
+    body = tool.open_body(arguments, context, share)
+    return await run_body(body, channel, tool.name, max_result_bytes=max_result_bytes)
 
 
 async def close_body(body: Any) -> None:

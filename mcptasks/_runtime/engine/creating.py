@@ -32,7 +32,6 @@ class NewRecords:
         self,
         tool: TaskTool,
         arguments: Mapping[str, Any] | None,
-        *,
         owner: str,
         runner: str | None,
         idempotency_key: str | None,

@@ -4,28 +4,36 @@ A body that is over is settled: its end is written through the `RecordWriter` (r
 store fails; kept for later when it keeps failing), a run stopped by shutdown is handed back
 (re-queued or failed), and the run leaves the `RunRegistry` whatever happened. A task cancelled
 or failed from outside (a client, an executor) stops its run here, and a run whose record ended
-elsewhere is stopped when the change is seen (`refresh`).
+elsewhere is stopped when the change is seen (`refresh`). Orphans, whose runner is gone, are
+re-queued or failed (`orphaned`); a client's answers wake the run that waits for them (`answer`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import anyio
 
+from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine.records import RecordWriter
 from mcptasks._runtime.engine.runs import RunRegistry
-from mcptasks._runtime.ledger import cancelled
+from mcptasks._runtime.ledger import answered, cancelled
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe
+from mcptasks._runtime.recovery import lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
+
+LOST_WITH_PROCESS = "its task store is not durable (memory): the task is lost when this process exits"
+"""What the log says of a task re-queued at a graceful stop on a store that is not durable (memory)."""
 
 AT_SHUTDOWN = StoreRetry(budget=5.0, maximum=1.0)
 """How long a body that ends while the engine shuts down waits for a failing store."""
@@ -38,12 +46,14 @@ class RunEnds:
         self,
         store: TaskStore,
         config: EngineConfig,
+        tools: dict[str, TaskTool],
         records: RecordWriter,
         runs: RunRegistry,
         observer: EngineObserver | None,
     ) -> None:
         self.store = store
         self.config = config
+        self.tools = tools
         self.records = records
         self.runs = runs
         self.observer = observer
@@ -72,7 +82,7 @@ class RunEnds:
             if outcome is None:  # release the task (retry_on_crash) or fail it
                 record = await self.store.get(run.task_id)
                 if record is not None and run.owns(record):
-                    await self.records.orphaned(record, shutdown=True)
+                    await self.orphaned(record, shutdown=True)
             else:
                 retry = self.config.store_retry if patient else AT_SHUTDOWN
                 await self.records.record_end(run, outcome, retry, keep=patient)
@@ -82,6 +92,17 @@ class RunEnds:
             )
         finally:
             self.runs.drop(run.task_id)
+
+    async def answer(self, task_id: str, responses: Mapping[str, Any], known: TaskRecord) -> None:
+        """Record a client's answers to outstanding keys and wake the run waiting for them."""
+        accepted: dict[str, Any] = {}
+        if await self.records.mutate(task_id, answered(responses, accepted), known=known) is None:
+            return
+        if accepted:
+            run = self.runs.get(task_id)
+            if run is not None:
+                run.poke()
+            await self.store.publish(task_id)
 
     async def cancel(self, task_id: str, reason: str, known: TaskRecord | None) -> bool:
         """Cancel the task and stop its run here; whether this cancelled it."""
@@ -116,3 +137,19 @@ class RunEnds:
             run.stop()
         else:
             run.poke()
+
+    async def orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
+        """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
+        change = requeue(record, self.tools.get(record.tool), shutdown=shutdown)
+        if change is None:
+            outcome = lost_outcome(record, shutdown=shutdown)
+            return await self.records.finish(record.task_id, outcome, only_runner=record.runner) is not None
+        requeued = await self.records.mutate(record.task_id, change)
+        if requeued is None:
+            return False
+        if requeued.runner is None:
+            log_task(
+                "requeued", requeued, note=None if self.store.durable or not shutdown else LOST_WITH_PROCESS
+            )
+        await self.store.publish(record.task_id)
+        return True

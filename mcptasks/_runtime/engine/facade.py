@@ -1,14 +1,9 @@
 """`TaskEngine`: creates tasks durably, runs their bodies, and applies every transition.
 
-The engine owns one anyio task group for its lifetime (`async with engine:`); every task body runs
-inside it, never on the request that created it. All state goes through the store with
-compare-and-set writes, so concurrent polls, updates and cancels cannot lose or reorder a change.
-
-This is the facade. Entering the engine builds its parts, each owning its share of the state and
-given its collaborators by name (`RecordWriter`, `RunRegistry`, `RunEnds`, `LocalHost`,
-`ImmediateResults`, `Claims`, `Liveness`), chooses the one `Placement` of new bodies, and starts
-them; the client operations (`start`, `settled`, `get`, `update`, `cancel`, `run_inline`) route
-to them.
+The facade: entering the engine builds its parts (`Parts`: each owns its share of the state and
+is given its collaborators by name), chooses the one `Placement` of new bodies and starts them;
+the client operations route to the parts. Every body runs in the engine's task group, never on
+the request that created it, and every change goes through the store with compare-and-set.
 """
 
 from __future__ import annotations
@@ -20,14 +15,14 @@ from functools import partial
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
-from mcptasks._authoring.context import BodyChannel, TaskContext
+from mcptasks._authoring.context import BodyChannel
 from mcptasks._authoring.threaded import ThreadShare
 from mcptasks._authoring.tool import TaskTool
-from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
-from mcptasks._runtime.driver import InlineChannel, Outcome, run_body
+from mcptasks._runtime.driver import Outcome
+from mcptasks._runtime.engine.bodies import run_inline
 from mcptasks._runtime.engine.creating import NewRecords
 from mcptasks._runtime.engine.duties import guarded
 from mcptasks._runtime.engine.parts import Parts
@@ -41,7 +36,7 @@ from mcptasks._runtime.outages import StoreRetry
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.request_params import checked_answers
 from mcptasks.errors import TaskNotFound
-from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.url import store_from_url
 
 _SETTINGS = frozenset(EngineConfig.__dataclass_fields__) - {"instance_id"}
@@ -51,17 +46,13 @@ class TaskEngine:
     """Runs task bodies and applies task transitions over a `TaskStore`.
 
     Use it as an async context manager: entering opens the store, announces this instance with a
-    heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts the task
-    group with its background duties (see `Parts.start`). New bodies run here; with `run_tasks`
-    off they are left queued for workers, and with an executor (`EngineConfig.executor`) they are
-    submitted to it, whose workers run them (`run_tasks`: this engine is one). Leaving stops every
-    body running here (recording `failed` for each, or handing durable ones over) and closes the
-    store.
+    heartbeat, fails (or re-queues) the tasks of instances that are gone, and starts its duties
+    (`Parts.start`). New bodies run here; with `run_tasks` off they stay queued for workers; with
+    an executor (`EngineConfig.executor`) they are submitted to it. Leaving stops every body
+    running here (recording `failed` for each, or handing durable ones over) and closes the store.
 
-    - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`,
-      `postgresql://...`).
-    - `config`: an `EngineConfig` (leases, intervals, poll limiting, `Limits`, `StoreRetry`,
-      heartbeats, ...); the engine reads its settings from it (a few are read-only attributes).
+    - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`).
+    - `config`: an `EngineConfig`; the engine reads its settings there (a few are attributes too).
     - `tools`: task tools to run when claimed from the queue or re-run after a crash.
     """
 
@@ -79,11 +70,10 @@ class TaskEngine:
         self.observer: EngineObserver | None = None
         """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
-        """Called at shutdown with the bodies still running `Limits.cancel_grace` after they
-        were cancelled (`mcptasks serve` exits the process there instead of waiting forever)."""
+        """Called at shutdown with the bodies still running `Limits.cancel_grace` after being
+        cancelled (`mcptasks serve` exits there instead of waiting forever)."""
         self._new = NewRecords()
         self._polls = PollMarks()
-        self._task_group: TaskGroup | None = None
         self._exit_stack: AsyncExitStack | None = None
         self._build()
 
@@ -96,22 +86,14 @@ class TaskEngine:
         object.__setattr__(self, name, value)
 
     def _build(self, executor: Executor | None = None) -> None:
-        """Build the parts over the current store, config and tools (`Parts.build`)."""
-        self._parts = Parts.build(
-            self.store,
-            self.config,
-            self.tools,
-            self.instance_id,
-            self.observer,
-            self.on_stuck_shutdown,
-            executor,
-        )
+        config, me, stuck = self.config, self.instance_id, self.on_stuck_shutdown
+        self._parts = Parts.build(self.store, config, self.tools, me, self.observer, stuck, executor)
 
     def configure(self, config: EngineConfig) -> None:
         """Replace the configuration before the engine starts (what `mcptasks serve` does)."""
         if self.running:
             raise RuntimeError("cannot reconfigure a running engine")
-        object.__setattr__(self, "config", config)
+        self.config = config
         if config.instance_id is not None:
             self.instance_id = config.instance_id
 
@@ -119,18 +101,16 @@ class TaskEngine:
         """Replace the store before the engine starts."""
         if self.running:
             raise RuntimeError("cannot change the store of a running engine")
-        self.store = store
+        self.store = store  # the parts are built over it at `__aenter__`
 
     def register(self, tool: TaskTool) -> None:
         """Make `tool` runnable here when claimed from the queue or re-run after a crash."""
-        self.tools[tool.name] = tool
-
-    # -- lifecycle -----------------------------------------------------------------------------
+        self.tools[tool.name] = tool  # the parts share this dict
 
     @property
     def running(self) -> bool:
         """Whether the engine is inside its `async with` block."""
-        return self._task_group is not None
+        return self._parts.host.taking_work
 
     async def __aenter__(self) -> TaskEngine:
         if self._exit_stack is not None:
@@ -142,11 +122,8 @@ class TaskEngine:
         try:
             named = self.config.executor
             self._build(executor_from_url(named) if isinstance(named, str) else named)
-            self._task_group = await self._parts.start(
-                stack, self.store, self.config, self._listen, self.sweep
-            )
+            await self._parts.start(stack, self.store, self.config, self._listen, self.sweep)
         except BaseException:
-            self._task_group = None
             self._parts.host.closed()
             await stack.aclose()
             raise
@@ -155,15 +132,12 @@ class TaskEngine:
 
     async def __aexit__(self, *exc_info: object) -> None:
         stack, self._exit_stack = self._exit_stack, None
-        self._task_group = None
         self._parts.host.leaving()
         if stack is not None:
             try:
                 await stack.__aexit__(*exc_info)  # type: ignore[arg-type]
             finally:
                 self._parts.host.closed()
-
-    # -- creating ------------------------------------------------------------------------------
 
     async def start(
         self,
@@ -180,82 +154,56 @@ class TaskEngine:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
 
         The record is in the store before this returns, except with `defer`: then a body run here
-        (without `prepared` or `idempotency_key`) starts first, the caller must call `settled`
-        next, and the record is written by the body's first write or by `settled`, whichever
-        comes first; a body that ends at once is so stored once, already ended. Invalid arguments raise
-        `InvalidArguments` and create nothing. `prepared` hands over a body already started by
-        synchronous input rounds (its context and the yield it stopped at). With an
-        `idempotency_key` that `owner` already used for a live task, that task is returned and
-        nothing new runs. `client_capabilities` (stored with the task) limits the body's input
-        requests to those capabilities (see `mcptasks._authoring.capabilities`); None does not limit them.
+        (without `prepared` or `idempotency_key`) starts first, the caller calls `settled` next,
+        and the body's first write or `settled` stores the record (a body that ends at once is
+        stored once, already ended). Invalid arguments raise `InvalidArguments` and create nothing.
+        `prepared`: a body already started by synchronous input rounds. An `idempotency_key` that
+        `owner` used for a live task returns that task. `client_capabilities` (stored with the
+        task) limits the body's input requests to them (None: no limit).
         """
-        if self._task_group is None:
+        if not self._parts.host.taking_work:
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
         args = validated if validated is not None else tool.validate_arguments(arguments)
         self.tools[tool.name] = tool
         placement = self._parts.placement
-        record = self._new.make(
-            tool,
-            arguments,
-            owner=owner,
-            runner=placement.runner_for(prepared),
-            idempotency_key=idempotency_key,
-            client_capabilities=client_capabilities,
-        )
+        runner = placement.runner_for(prepared)
+        record = self._new.make(tool, arguments, owner, runner, idempotency_key, client_capabilities)
         return await placement.place(tool, args, record, prepared, defer=defer)
 
     def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run `job` in the engine's task group: it outlives the request that started it and is
         cancelled when the engine stops. `RuntimeError` when the engine is not running."""
-        if self._task_group is None:
+        if not self._parts.host.start_soon(job):
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
-        self._task_group.start_soon(job)
 
     async def settled(self, task_id: str) -> Outcome | None:
-        """The outcome of a just-started body that ended at once, else None (see `IMMEDIATE_TURNS`).
-
-        Call it right after `start`. A body ends at once when it returns within `IMMEDIATE_TURNS`
-        scheduler turns of starting without writing a checkpoint or asking a question; the
-        statuses it yields meanwhile are held in memory, not written. So the rule is about the
-        body alone and a tool gets the same answer on every store. Once such a body ended with a
-        result, that is returned while its end is still being written; otherwise (an error, or
-        `Limits.max_unwritten_results` reached) this waits for the end to be recorded (at most
-        `IMMEDIATE_WRITE_WAIT` seconds). A body that suspends on real work (I/O, sleeps) is not
-        waited for: on asyncio it is seen to (`TaskRun.waits`) and the turns end there.
-        After a `start` with `defer`, a None answer means the record is in the store by now (this
-        writes it if nothing else did); if that write fails, the body is stopped and this raises.
-        """
+        """The outcome of a just-started body that ended at once, else None; call it right after
+        `start` (see `ImmediateResults` for the rule, and for `defer`)."""
         return await self._parts.immediate.settled(task_id)
 
     async def run_inline(
         self, tool: TaskTool, arguments: dict[str, Any], *, owner: str, channel: BodyChannel | None = None
     ) -> Outcome:
-        """Run a body to completion in the caller's task, without a task record.
-
-        Used for requests that did not opt in to tasks. Without a `channel`, status yields are
-        dropped and an input request ends the call with a tool error explaining why.
-        """
-        channel = channel if channel is not None else InlineChannel(tool.name)
-        context = TaskContext(channel, owner=owner, tool=tool.name)
-        body = tool.open_body(arguments, context, self.threads_for(tool, owner))
-        return await run_body(body, channel, tool.name, max_result_bytes=self.config.limits.max_result_bytes)
+        """Run a body to completion in the caller's task, without a task record (a request that
+        did not opt in to tasks). Without a `channel`, status yields are dropped and an input
+        request ends the call with a tool error explaining why."""
+        threads, limit = self._parts.host.threads, self.config.limits.max_result_bytes
+        return await run_inline(tool, arguments, owner, channel, threads, limit)
 
     def threads_for(self, tool: TaskTool, owner: str) -> ThreadShare | None:
         """The worker threads a `def` body of `tool` runs in for `owner` (None: `tool` has no
         `def` body, or the engine is not running)."""
         return self._parts.host.threads_for(tool, owner)
 
-    # -- client operations ---------------------------------------------------------------------
-
     async def get(
         self, task_id: str, *, owner: str, throttle: bool = False, yield_first: bool = True
     ) -> TaskRecord:
         """The task as `owner` may see it; `TaskNotFound` for unknown, expired or foreign ids.
 
-        With `throttle`, the engine's `poll_limit` applies (this is a client poll). It yields to
-        other tasks first, even when the store answers without suspending (memory), so a client
-        polling in a loop in this process cannot starve the bodies it is waiting for; a request
-        read from a transport (the event loop ran to read it) passes `yield_first=False`.
+        With `throttle`, the engine's `poll_limit` applies (a client poll). It yields to other
+        tasks first, even when the store answers at once (memory), so a client polling in a loop
+        here cannot starve the bodies it waits for; a request read from a transport passes
+        `yield_first=False` (the event loop ran to read it).
         """
         if yield_first:
             await anyio.lowlevel.checkpoint()
@@ -277,8 +225,7 @@ class TaskEngine:
         return advertised_interval_ms(record, None if limit is None else int(limit * 1000))
 
     async def update(self, task_id: str, responses: Mapping[str, Any], *, owner: str) -> None:
-        """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op.
-
+        """Record answers for outstanding keys; other keys are ignored. Terminal tasks: no-op;
         -32602 and nothing recorded when an answer cannot be stored (`checked_answers`)."""
         checked_answers(responses)
         current = await self.store.get(task_id, owner=owner)
@@ -286,41 +233,21 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if self.observer is not None:
             self.observer.requested("tasks/update", current)
-        accepted: dict[str, Any] = {}
-        change = ledger.answered(responses, accepted)
-        parts = self._parts
-        if await parts.records.mutate(task_id, change, known=current) is not None and accepted:
-            run = parts.runs.get(task_id)
-            if run is not None:
-                run.poke()
-            await self.store.publish(task_id)
+        await self._parts.ends.answer(task_id, responses, current)
 
     async def cancel(self, task_id: str, *, owner: str, reason: str = "Cancelled by the client.") -> None:
-        """Cancel the task (status `cancelled` now; the body stops at its next checkpoint).
-
-        Cancelling a terminal task changes nothing.
-        """
+        """Cancel the task (status `cancelled` now; the body stops at its next checkpoint); a
+        terminal task does not change."""
         current = await self.store.get(task_id, owner=owner)
         if current is None:
             raise TaskNotFound(task_id)
         if self.observer is not None:
             self.observer.requested("tasks/cancel", current)
-        parts = self._parts
-        if await parts.ends.cancel(task_id, reason, current):
-            await guarded(partial(parts.placement.stop, task_id))
-
-    # -- change feed and housekeeping ----------------------------------------------------------
+        if await self._parts.ends.cancel(task_id, reason, current):
+            await guarded(partial(self._parts.placement.stop, task_id))
 
     async def _listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        # Notifications are a fast path; the reaper and the claim loop poll meanwhile.
-        await follow(self.store, self._changed, what="change", task_status=task_status)
-
-    def _changed(self, task_id: str) -> None:
-        if task_id.startswith(CHANGED_PREFIX):
-            return  # a change announced for listen streams: nothing for runners to do
-        parts = self._parts
-        if not parts.host.refresh_soon(task_id):
-            parts.claims.wake()
+        await follow(self.store, self._parts.changed, what="change", task_status=task_status)
 
     async def claim(self) -> int:
         """Take queued tasks from the store and run them here; return how many were started."""
@@ -332,15 +259,8 @@ class TaskEngine:
         return await self._parts.claims.run_one(task_id)
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
-        """Handle active tasks whose runner is gone; return how many were failed or re-queued.
-
-        A task whose runner has no live heartbeat, or whose runner was a process on this machine
-        that no longer exists (a server killed and restarted), is failed with a "worker lost"
-        error, or put back in the queue when its tool has `retry_on_crash` and attempts are left.
-        Orphans are handled `RECOVERY_BATCH` at a time; `first_batch_done` is called after the
-        first batch, so a caller can serve while a large backlog is still being recovered. Bodies
-        running here whose record became terminal or vanished (a missed notification) are stopped.
-        """
+        """Handle active tasks whose runner is gone; return how many were failed or re-queued
+        (see `Liveness.recover`)."""
         return await self._parts.liveness.recover(first_batch_done=first_batch_done)
 
     async def sweep(self, now: float | None = None) -> int:

@@ -1,11 +1,8 @@
 """`LocalHost`: where task bodies run in this process, and the default placement (here, now).
 
-It runs each body in the engine's task group (`_execute`, `_run_and_settle`), parks a body that
-waits for answers and resumes it (`_park`, `resume`), records how a run ended through the
-`RecordWriter` and drops it from the `RunRegistry`. It is the `RunHost` every `TaskRun` sees (not
-the engine), and the placement that runs a new task's body here at once. Every placement runs
-its bodies here in the end: the queue's claims and an executor's workers launch them through
-`launch`.
+It runs each body in the engine's task group, parks a body that waits for answers and resumes
+it, and hands a run that is over to `RunEnds`. It is the `RunHost` every `TaskRun` sees (not the
+engine). Every placement runs bodies here in the end: claims and executor workers use `launch`.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ from mcptasks._runtime.driver import (
     outcome_of_value,
 )
 from mcptasks._runtime.engine.bodies import close_body, observed, open_body, stopped_outcome
-from mcptasks._runtime.engine.duties import guarded
 from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.records import HALTED, RecordWriter, same_call
 from mcptasks._runtime.engine.runs import RunRegistry
@@ -92,8 +88,6 @@ class LocalHost:
         self._threads = OwnerThreads(config.limits.threads, config.limits.thread_share)
         """The worker threads of `def` bodies (`Limits.threads`, `threads_per_owner`)."""
 
-    # -- lifecycle -------------------------------------------------------------------------------
-
     def open(self, task_group: TaskGroup) -> None:
         """Run bodies in `task_group` from now on (and its wake-up duty)."""
         self._open = self._group = task_group
@@ -111,8 +105,6 @@ class LocalHost:
         """At shutdown: stop every body and give them `cancel_grace` seconds to end."""
         self._closing = True
         await self.runs.stop_all()
-
-    # -- RunHost ---------------------------------------------------------------------------------
 
     @property
     def permanent_errors(self) -> tuple[type[BaseException], ...]:
@@ -190,12 +182,15 @@ class LocalHost:
             run.log_cancel_from_elsewhere(ended)
         return written
 
+    @property
+    def threads(self) -> OwnerThreads | None:
+        """The worker threads of `def` bodies (None: the engine is not running)."""
+        return self._threads if self._group is not None else None
+
     def threads_for(self, tool: TaskTool, owner: str) -> ThreadShare | None:
         """The worker threads a `def` body of `tool` runs in for `owner` (None: `tool` has no
         `def` body, or the engine is not running)."""
         return self._threads.share(owner) if tool.threaded else None
-
-    # -- Placement: here, now ----------------------------------------------------------------------
 
     def runner_for(self, prepared: StartedBody | None) -> str | None:
         """Every new task runs here."""
@@ -250,23 +245,10 @@ class LocalHost:
         """Nothing to reconcile: the store is all there is."""
         return 0
 
-    # -- what every placement uses -----------------------------------------------------------------
-
     def launch(self, tool: TaskTool, args: dict[str, Any], run: TaskRun) -> None:
         """Start the body of a registered run (a claimed or resumed task) in the task group."""
         assert self._open is not None
         self._open.start_soon(self._execute, tool, args, run, run.owner, None, name=BODY_TASK_NAME)
-
-    def refresh_soon(self, task_id: str) -> bool:
-        """A change of `task_id` was announced: re-read it for its run here; False: no run here."""
-        run = self.runs.get(task_id)
-        if run is None:
-            return False
-        if self._open is not None:
-            self._open.start_soon(guarded, partial(self.ends.refresh, run))
-        return True
-
-    # -- running a body ----------------------------------------------------------------------------
 
     def _park(self, run: TaskRun, question: OpenQuestion, channel: BodyChannel) -> None:
         """Keep a body that waits for answers without its task, until `resume` (an answer, a

@@ -1,10 +1,16 @@
 """`ImmediateResults`: the answer a new task's call gets when its body ends at once.
 
-A body that ends within `IMMEDIATE_TURNS` scheduler turns of starting, without writing a
-checkpoint or asking a question, answers its `tools/call` with its result instead of a task. At
-most `Limits.max_unwritten_results` of them are answered before their end is in the store (the
-`RunRegistry` counts them). After a `start` with `defer`, the record is stored here when nothing
-else wrote it first.
+A body ends at once when it returns within `IMMEDIATE_TURNS` scheduler turns of starting without
+writing a checkpoint or asking a question; the statuses it yields meanwhile are held in memory,
+not written. So the rule is about the body alone and a tool gets the same answer on every store.
+Once such a body ended with a result, that is the answer while its end is still being written
+(at most `Limits.max_unwritten_results` at once: the `RunRegistry` counts them); otherwise (an
+error, or that bound reached) the answer waits for the end to be recorded (at most
+`IMMEDIATE_WRITE_WAIT` seconds). A body that suspends on real work (I/O, sleeps) is not waited
+for: on asyncio it is seen to (`TaskRun.waits`) and the turns end there.
+
+After a `start` with `defer`, a None answer means the record is in the store by now (`settled`
+writes it if nothing else did); if that write fails, the body is stopped and `settled` raises.
 """
 
 from __future__ import annotations

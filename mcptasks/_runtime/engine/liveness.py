@@ -20,6 +20,7 @@ from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine.duties import every
+from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.placement import Placement
 from mcptasks._runtime.engine.queue import Claims
 from mcptasks._runtime.engine.records import RecordWriter
@@ -46,6 +47,7 @@ class Liveness:
         instance_id: str,
         records: RecordWriter,
         runs: RunRegistry,
+        ends: RunEnds,
         claims: Claims,
         placement: Placement,
     ) -> None:
@@ -55,6 +57,7 @@ class Liveness:
         self.instance_id = instance_id
         self.records = records
         self.runs = runs
+        self.ends = ends
         self.claims = claims
         self.placement = placement
         self._epoch: str | None = None
@@ -78,7 +81,15 @@ class Liveness:
         )
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
-        """See `TaskEngine.recover`."""
+        """Handle active tasks whose runner is gone; return how many were failed or re-queued.
+
+        A task whose runner has no live heartbeat, or whose runner was a process on this machine
+        that no longer exists (a server killed and restarted), is failed with a "worker lost"
+        error, or put back in the queue when its tool has `retry_on_crash` and attempts are left.
+        Orphans are handled `RECOVERY_BATCH` at a time; `first_batch_done` is called after the
+        first batch, so a caller can serve while a large backlog is still being recovered. Bodies
+        running here whose record became terminal or vanished (a missed notification) are stopped.
+        """
         await self._check_epoch()
         await self.records.write_unsettled()
         running_before = self.runs.snapshot()
@@ -98,7 +109,7 @@ class Liveness:
             )
 
         orphans = [record for record in records if orphaned(record)]
-        count = await in_batches(orphans, orphaned, self.records.orphaned, first_batch_done)
+        count = await in_batches(orphans, orphaned, self.ends.orphaned, first_batch_done)
         if count:
             logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         await self._stop_stale(running_before, {record.task_id: record for record in records})

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any, NamedTuple
 
 import anyio
-from anyio.abc import TaskGroup
 
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.config import EngineConfig
-from mcptasks._runtime.engine.duties import every
+from mcptasks._runtime.engine.duties import every, guarded
 from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.host import LocalHost
 from mcptasks._runtime.engine.immediate import ImmediateResults
@@ -30,7 +30,7 @@ from mcptasks._runtime.engine.via_executor import ExecutorPlacement
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.watchdog import Watchdog
-from mcptasks.stores.base import TaskStore
+from mcptasks.stores.base import CHANGED_PREFIX, TaskStore
 
 
 async def _in_thread(call: Callable[[], object]) -> None:
@@ -64,9 +64,9 @@ class Parts(NamedTuple):
         me = instance_id
         records = RecordWriter(store, config, tools, me, observer)
         runs = RunRegistry(config, on_stuck_shutdown)
-        ends = RunEnds(store, config, records, runs, observer)
+        ends = RunEnds(store, config, tools, records, runs, observer)
         host = LocalHost(store, config, tools, me, observer, records, runs, ends)
-        claims = Claims(store, config, tools, me, observer, records, runs, host)
+        claims = Claims(store, config, tools, me, observer, records, runs, ends, host)
         admission = QueuedAdmission(store, config)
         placement: Placement
         if executor is not None:  # the one choice of where new bodies run
@@ -79,7 +79,7 @@ class Parts(NamedTuple):
             placement = host
         else:
             placement = QueuePlacement(store, records, host, admission, observer)
-        liveness = Liveness(store, config, tools, me, records, runs, claims, placement)
+        liveness = Liveness(store, config, tools, me, records, runs, ends, claims, placement)
         immediate = ImmediateResults(records, runs, host.start_soon)
         return cls(records, runs, ends, host, immediate, claims, placement, liveness)
 
@@ -90,9 +90,9 @@ class Parts(NamedTuple):
         config: EngineConfig,
         listen: Callable[..., Coroutine[Any, Any, None]],
         sweep: Callable[[], Awaitable[object]],
-    ) -> TaskGroup:
+    ) -> None:
         """Open `store`, renew the lease, start every duty (with the change `listen`er and the
-        TTL `sweep`) and connect the placement; return the task group bodies run in."""
+        TTL `sweep`) and connect the placement."""
         liveness, host, runs = self.liveness, self.host, self.runs
         await store.open()
         stack.push_async_callback(store.close)
@@ -121,4 +121,14 @@ class Parts(NamedTuple):
         await self.placement.serve(stack, task_group)
         if self.placement.takes_queued:
             task_group.start_soon(self.claims.claim_forever)
-        return task_group
+
+    def changed(self, task_id: str) -> None:
+        """A change of `task_id` was announced: its run here re-reads it, else a claim may run
+        (notifications are a fast path; the reaper and the claim loop poll meanwhile)."""
+        if task_id.startswith(CHANGED_PREFIX):
+            return  # a change announced for listen streams: nothing for runners to do
+        run = self.runs.get(task_id)
+        if run is None:
+            self.claims.wake()
+        else:
+            self.host.start_soon(partial(guarded, partial(self.ends.refresh, run)))

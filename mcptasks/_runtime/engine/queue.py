@@ -24,6 +24,7 @@ from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine.duties import guarded
+from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.host import LocalHost
 from mcptasks._runtime.engine.records import RecordWriter, same_call
 from mcptasks._runtime.engine.runs import RunRegistry
@@ -53,6 +54,7 @@ class Claims:
         observer: EngineObserver | None,
         records: RecordWriter,
         runs: RunRegistry,
+        ends: RunEnds,
         host: LocalHost,
     ) -> None:
         self.store = store
@@ -62,6 +64,7 @@ class Claims:
         self.observer = observer
         self.records = records
         self.runs = runs
+        self.ends = ends
         self.host = host
         self._wakeup: anyio.Event | None = None
         self._claiming = 0
@@ -143,7 +146,7 @@ class Claims:
             held = record.runner != self.instance_id and not gone_from_this_host(record.runner)
             if held and record.runner in live:
                 raise HeldElsewhere(task_id, record.runner)
-            await self.records.orphaned(record)  # its runner is gone: re-queue it, or fail it
+            await self.ends.orphaned(record)  # its runner is gone: re-queue it, or fail it
         self._claiming += 1  # recovery must not take the claimed record for an orphan
         try:
             claimed = await self.records.mutate(task_id, ledger.claimed_by(self.instance_id))

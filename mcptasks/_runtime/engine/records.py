@@ -3,8 +3,7 @@
 It creates records (now, or deferred until the body's first write), applies transitions with
 compare-and-set (`mutate`, through `ledger.apply`), records how runs ended (`finish`,
 `record_end`), keeps the ends the store could not take and writes them once it answers
-(`write_unsettled`), remembers the runs that found their record gone (`take_vanished`), re-queues
-or fails orphans (`orphaned`) and makes the journal a durable run replays from (`journal_for`).
+(`write_unsettled`), remembers the runs that found their record gone (`take_vanished`) and makes the journal a durable run replays from (`journal_for`).
 It owns that state; nothing else writes a record.
 """
 
@@ -23,7 +22,6 @@ from mcptasks._runtime.journal import Journal, OwnerJournals
 from mcptasks._runtime.ledger import Transition
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_permanent, permanent_errors
-from mcptasks._runtime.recovery import lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks.errors import ProtocolError
@@ -31,9 +29,6 @@ from mcptasks.stores.base import KeepsJournal, TaskExists, TaskRecord, TaskStore
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
 logger = logging.getLogger("mcptasks")
-
-LOST_WITH_PROCESS = "its task store is not durable (memory): the task is lost when this process exits"
-"""What the log says of a task re-queued at a graceful stop on a store that is not durable (memory)."""
 
 HALTED = Outcome("failed", error={"code": INTERNAL_ERROR, "message": "The task ended while its body ran."})
 """The end of a body stopped because its record ended or vanished (nothing left to write)."""
@@ -101,8 +96,6 @@ class RecordWriter:
         self._owner_journals = OwnerJournals()
         """The journal bytes of each owner's durable runs here (`Limits.max_journal_bytes_per_owner`)."""
 
-    # -- creating ------------------------------------------------------------------------------
-
     async def create(self, record: TaskRecord) -> TaskRecord | None:
         """Store a new record: None when stored, else the live record that holds its
         idempotency key (nothing was stored)."""
@@ -163,8 +156,6 @@ class RecordWriter:
                 self.observer.changed(record, first)
         return first
 
-    # -- transitions ---------------------------------------------------------------------------
-
     async def mutate(
         self, task_id: str, change: Transition, *, known: TaskRecord | None = None
     ) -> TaskRecord | None:
@@ -205,24 +196,6 @@ class RecordWriter:
         """The `ttl` of `record`'s tool (None: unknown tool, or kept forever)."""
         tool = self.tools.get(record.tool)
         return None if tool is None else tool.ttl_ms
-
-    async def orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
-        """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
-        change = requeue(record, self.tools.get(record.tool), shutdown=shutdown)
-        if change is None:
-            outcome = lost_outcome(record, shutdown=shutdown)
-            return await self.finish(record.task_id, outcome, only_runner=record.runner) is not None
-        requeued = await self.mutate(record.task_id, change)
-        if requeued is None:
-            return False
-        if requeued.runner is None:
-            log_task(
-                "requeued", requeued, note=None if self.store.durable or not shutdown else LOST_WITH_PROCESS
-            )
-        await self.store.publish(record.task_id)
-        return True
-
-    # -- ends ------------------------------------------------------------------------------------
 
     async def record_end(
         self, run: TaskRun, outcome: Outcome, retry: StoreRetry, *, keep: bool, again: bool = False
@@ -343,8 +316,6 @@ class RecordWriter:
         """The runs that found their record gone since the last call (and forget them)."""
         vanished, self._vanished = self._vanished, set()
         return vanished
-
-    # -- journals --------------------------------------------------------------------------------
 
     def journal_for(
         self, tool: TaskTool, task_id: str, owner: str, entries: list[str] | None = None
