@@ -20,7 +20,7 @@ from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
 from mcptasks._runtime.journal import Journal
-from mcptasks._runtime.ledger import retained
+from mcptasks._runtime.ledger import answers_taken, asked, checkpointed, retained, with_status
 from mcptasks._runtime.outages import gave_up, is_permanent
 from mcptasks._runtime.questions import (
     MAX_INVALID_ANSWERS,
@@ -269,7 +269,7 @@ class TaskRun:
                 return None
             updated = change(record)
             if status is not None and status != record.status_message:
-                updated = (updated or record).evolve(status_message=status)
+                updated = with_status(updated or record, status)
             return updated
 
         host = self.host
@@ -384,7 +384,7 @@ class TaskRun:
         if self.journal is not None and self.journal.replaying:
             self.saved = state  # the record holds this run's predecessor's later checkpoint
             return
-        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
+        if await self._write(lambda record: checkpointed(record, state), "saving a checkpoint") is None:
             await self._halt()
         self.saved = state
 
@@ -557,11 +557,7 @@ class TaskRun:
             else:
                 keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
                 counter += len(requests)
-            return record.evolve(
-                input_requests={**record.input_requests, **wire_requests(requests, keys)},
-                input_key_counter=counter,
-                status="input_required",
-            )
+            return asked(record, wire_requests(requests, keys), counter)
 
         written = await self._write(issue, "asking for input")
         if written is None:
@@ -615,8 +611,7 @@ class TaskRun:
         consumed = set(keys)
 
         def consume(record: TaskRecord) -> TaskRecord:
-            left = {k: v for k, v in record.input_responses.items() if k not in consumed}
-            return record.evolve(input_responses=left)
+            return answers_taken(record, consumed)
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()

@@ -262,7 +262,7 @@ class RecordWriter:
     async def _ended(self, run: TaskRun, outcome: Outcome, written: TaskRecord | None) -> None:
         """After an end write: note the final outcome, or say why the end was not written."""
         if written is not None and run.owns(written):
-            run.final = outcome
+            run.recorded(outcome)
             return
         if written is not None:
             logger.warning(

@@ -12,7 +12,6 @@ registry is its one owner.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 
@@ -128,4 +127,4 @@ class RunRegistry:
                     run.task_id,
                     now - run.stopped_at,
                 )
-                run.stopped_at = math.inf
+                run.ignoring_reported()

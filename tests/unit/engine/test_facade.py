@@ -9,10 +9,11 @@ import pytest
 from anyio.abc import TaskGroup
 from parts_helpers import quick
 
-from mcptasks import EngineConfig, MemoryTaskStore, TaskEngine
+from mcptasks import EngineConfig, MemoryTaskStore
 from mcptasks._runtime.engine.parts import Parts
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.mrtr import StartedBody
+from mcptasks.lowlevel import TaskEngine
 from mcptasks.stores.base import TaskRecord
 
 
