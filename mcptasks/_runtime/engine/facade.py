@@ -139,7 +139,7 @@ class TaskEngine:
             finally:
                 self._parts.host.closed()
 
-    async def start(
+    def start(
         self,
         tool: TaskTool,
         arguments: Mapping[str, Any] | None,
@@ -150,7 +150,7 @@ class TaskEngine:
         idempotency_key: str | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
         defer: bool = False,
-    ) -> TaskRecord:
+    ) -> Coroutine[Any, Any, TaskRecord]:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
 
         The record is in the store before this returns, except with `defer`: then a body run here
@@ -166,9 +166,9 @@ class TaskEngine:
         args = validated if validated is not None else tool.validate_arguments(arguments)
         self.tools[tool.name] = tool
         placement = self._parts.placement
-        runner = placement.runner_for(prepared)
-        record = self._new.make(tool, arguments, owner, runner, idempotency_key, client_capabilities)
-        return await placement.place(tool, args, record, prepared, defer=defer)
+        runner, key = placement.runner_for(prepared), idempotency_key
+        record = self._new.make(tool, arguments, owner, runner, key, client_capabilities)
+        return placement.place(tool, args, record, prepared, defer=defer)  # no frame of its own
 
     def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run `job` in the engine's task group: it outlives the request that started it and is
@@ -176,10 +176,10 @@ class TaskEngine:
         if not self._parts.host.start_soon(job):
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
 
-    async def settled(self, task_id: str) -> Outcome | None:
+    def settled(self, task_id: str) -> Coroutine[Any, Any, Outcome | None]:
         """The outcome of a just-started body that ended at once, else None; call it right after
         `start` (see `ImmediateResults` for the rule, and for `defer`)."""
-        return await self._parts.immediate.settled(task_id)
+        return self._parts.immediate.settled(task_id)
 
     async def run_inline(
         self, tool: TaskTool, arguments: dict[str, Any], *, owner: str, channel: BodyChannel | None = None
