@@ -4,9 +4,10 @@ Private: the public names are re-exported from `mcptasks`. Free of the `mcp` SDK
 
 Where things are:
 
-- `engine`: `TaskEngine`, the coordinator: creates tasks, starts and settles runs, claims queued
-  tasks, applies client requests (`get`, `update`, `cancel`), runs the background duties;
-  `polling`: advertised poll intervals and poll limiting.
+- `engine`: the package of `TaskEngine`, a thin facade over parts that own their state (record
+  writes, the runs hosted here, the local host, immediate results, claims, liveness) and one
+  placement seam (here, the queue, an executor); `polling`: advertised poll intervals and poll
+  limiting.
 - `run`: `TaskRun`, one running body and the record writes it makes (status, checkpoint, input),
   through `RunHost` (`run_host`), the part of the engine a run may use; `questions`: one `ask`
   of a body and its answers.

@@ -18,7 +18,7 @@ Executors are named by URL (`temporal://127.0.0.1:7233/default`, `dbos+postgresq
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 from mcptasks.errors import HandedOver as HandedOver
 from mcptasks.errors import HeldElsewhere as HeldElsewhere
 from mcptasks.errors import NotServedHere as NotServedHere
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import TaskRecord
 
 if TYPE_CHECKING:
-    from mcptasks._authoring.tool import TaskTool
+    pass
 
 EXECUTOR_ENV = "MCPTASKS_EXECUTOR"
 """The environment variable `mcptasks serve` / `worker` read an executor URL from."""
@@ -43,20 +43,12 @@ class ExecutorHost(Protocol):
         """This engine's runner id in the store."""
 
     @property
-    def store(self) -> TaskStore:
-        """The task store every replica reads."""
-
-    @property
     def lease_ttl(self) -> float:
         """How long a runner counts as alive after its last heartbeat (seconds)."""
 
     @property
     def max_concurrent(self) -> int | None:
         """The most tasks this engine runs at once (None: no bound)."""
-
-    @property
-    def tools(self) -> Mapping[str, TaskTool]:
-        """The task tools this engine can run, by name."""
 
     async def run_task(self, task_id: str) -> str:
         """Claim the task and run its body here until it ends; return its final status.

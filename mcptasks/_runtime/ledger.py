@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from mcptasks._runtime.driver import Outcome
@@ -95,6 +95,97 @@ def ended(
         if ttl is not None and record.ttl_ms is not None and record.ttl_ms > ttl:
             return retained(done, ttl, since=done.updated_at) or done
         return done
+
+    return change
+
+
+def with_status(record: TaskRecord, message: str) -> TaskRecord:
+    """`record` with the status message `message`."""
+    return record.evolve(status_message=message)
+
+
+def checkpointed(record: TaskRecord, state: Any) -> TaskRecord:
+    """`record` holding the body's checkpoint `state`."""
+    return record.evolve(checkpoint=state)
+
+
+def asked(record: TaskRecord, requests: Mapping[str, Any], counter: int) -> TaskRecord:
+    """`record` waiting for input: the wire `requests` added under their keys (`counter`: the
+    highest key number issued so far)."""
+    return record.evolve(
+        input_requests={**record.input_requests, **requests},
+        input_key_counter=counter,
+        status="input_required",
+    )
+
+
+def answers_taken(record: TaskRecord, keys: Collection[str]) -> TaskRecord:
+    """`record` without the answers to `keys` (the body received them)."""
+    left = {k: v for k, v in record.input_responses.items() if k not in keys}
+    return record.evolve(input_responses=left)
+
+
+def requeued(lost: str | None, attempt: int, message: str) -> Transition:
+    """The task `lost` ran is queued again for its attempt `attempt`, re-run from the start."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.runner != lost:
+            return None
+        return record.evolve(
+            runner=None,
+            attempt=attempt,
+            status="working",
+            status_message=message,
+            input_requests={},
+            input_responses={},
+        )
+
+    return change
+
+
+def handed_over(lost: str | None, attempt: int) -> Transition:
+    """The durable task `lost` ran is queued again as it stands (it resumes from its journal)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        return record.evolve(runner=None, attempt=attempt) if record.runner == lost else None
+
+    return change
+
+
+def claimed_by(runner: str) -> Transition:
+    """A queued task is claimed by `runner` (nothing when it is held or ended)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        return record.evolve(runner=runner) if record.runner is None and not record.terminal else None
+
+    return change
+
+
+def released_by(runner: str) -> Transition:
+    """`runner` gives its claim back: the task is queued again (nothing when another holds it)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        return record.evolve(runner=None) if record.runner == runner else None
+
+    return change
+
+
+def while_queued(change: Transition) -> Transition:
+    """`change`, only while the task is queued (no runner holds it)."""
+
+    def queued(record: TaskRecord) -> TaskRecord | None:
+        return change(record) if record.runner is None else None
+
+    return queued
+
+
+def waiting(note: str) -> Transition:
+    """A queued task says why it waits (`note`; nothing once it is claimed or ended)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.terminal or record.runner is not None:
+            return None
+        return record.evolve(status_message=note)
 
     return change
 

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Sequence
 from contextvars import Context
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcptasks._authoring.yields import InputRequest
 from mcptasks._runtime.failures import ClientRefusal
 
 if TYPE_CHECKING:
     from mcptasks._authoring.context import BodyChannel
-    from mcptasks._runtime.run import TaskRun
+
+
+class Asker(Protocol):
+    """The run a question belongs to (`TaskRun`), as much of it as a question uses."""
+
+    def _answer(self, question: Question, park: bool) -> Awaitable[list[Any]]:
+        """Issue what `question` still needs, wait for the answers, take and parse them."""
 
 
 MAX_INVALID_ANSWERS = 3
@@ -57,7 +63,7 @@ class Question:
         "wakeup",
     )
 
-    def __init__(self, run: TaskRun, requests: Sequence[InputRequest]) -> None:
+    def __init__(self, run: Asker, requests: Sequence[InputRequest]) -> None:
         self.run = run
         self.requests = requests
         """The requests, by index (an invalid answer's retry replaces its request)."""

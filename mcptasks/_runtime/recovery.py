@@ -16,6 +16,7 @@ import anyio
 
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.driver import Outcome
+from mcptasks._runtime.ledger import handed_over, requeued
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
@@ -60,19 +61,7 @@ def requeue(
     why = "The server running this task shut down" if shutdown else "The worker running this task was lost"
     message = f"{why}; restarting it (attempt {attempt} of {tool.max_attempts})."
 
-    def change(current: TaskRecord) -> TaskRecord | None:
-        if current.runner != lost:
-            return None
-        return current.evolve(
-            runner=None,
-            attempt=attempt,
-            status="working",
-            status_message=message,
-            input_requests={},
-            input_responses={},
-        )
-
-    return change
+    return requeued(lost, attempt, message)
 
 
 def _hand_over(
@@ -84,12 +73,7 @@ def _hand_over(
     lost = record.runner
     attempt = record.attempt if shutdown else record.attempt + 1
 
-    def change(current: TaskRecord) -> TaskRecord | None:
-        if current.runner != lost:
-            return None
-        return current.evolve(runner=None, attempt=attempt)
-
-    return change
+    return handed_over(lost, attempt)
 
 
 def lost_outcome(record: TaskRecord, *, shutdown: bool) -> Outcome:

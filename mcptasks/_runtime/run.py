@@ -7,6 +7,7 @@ The run writes its own record (statuses, checkpoints, input requests, taking ans
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -19,7 +20,7 @@ from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
 from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
 from mcptasks._runtime.journal import Journal
-from mcptasks._runtime.ledger import retained
+from mcptasks._runtime.ledger import answers_taken, asked, checkpointed, retained, with_status
 from mcptasks._runtime.outages import gave_up, is_permanent
 from mcptasks._runtime.questions import (
     MAX_INVALID_ANSWERS,
@@ -80,7 +81,7 @@ class TaskRun:
 
     def __init__(
         self,
-        host: RunHost,
+        host: RunHost[TaskRun],
         task_id: str,
         expires_at: float | None,
         attempt: int = 1,
@@ -111,9 +112,9 @@ class TaskRun:
         """How the body ended, from when its end starts being recorded (None until then, and for
         an end with nothing to record, such as the engine shutting down)."""
         self.final: Outcome | None = None
+        """The outcome recorded when the body ended."""
         self.first_answer_taken = False
         """Whether the call that started the run was answered (`TaskEngine.settled` answers once)."""
-        """The outcome recorded when the body ended."""
         self.saved: Any = None
         """The body's checkpoint (loaded from the record when a re-run starts)."""
         self.stopped_at: float | None = None
@@ -185,6 +186,66 @@ class TaskRun:
         elif self.parked is not None:
             self.host.resume(self)  # the body gets the cancellation at its question
 
+    def begin(self, scope: anyio.CancelScope, timeout_ms: int | None, stopping: bool) -> None:
+        """Put the body under `scope` (cancelled at once when the run or its host is stopping);
+        the tool's timeout starts with the first start and holds across resumes."""
+        self.scope = scope
+        if self.stopped_at is not None or stopping:
+            scope.cancel()
+        if timeout_ms is not None:
+            if self.deadline is None:
+                self.deadline = anyio.current_time() + timeout_ms / 1000
+            scope.deadline = self.deadline
+
+    def park(self, question: OpenQuestion) -> None:
+        """Keep the body waiting for answers without its task (the record is read again when it
+        resumes)."""
+        self.parked = question
+        self.scope = self.record = None
+
+    def unpark(self) -> OpenQuestion | None:
+        """Take the parked question to resume the body at (None: it is not parked)."""
+        question, self.parked = self.parked, None
+        return question
+
+    def claimed(self, record: TaskRecord) -> None:
+        """The run starts from a claimed `record` (its checkpoint is the body's saved state)."""
+        self.record = record
+        self.saved = record.checkpoint
+
+    def settling(self, outcome: Outcome | None) -> None:
+        """The body is over and its end (`outcome`; None: nothing to record) is being written."""
+        self.ending = True
+        self.outcome = outcome
+
+    def recorded(self, outcome: Outcome) -> None:
+        """The run's end was written as `outcome`."""
+        self.final = outcome
+
+    def answer_first(self) -> bool:
+        """Whether the call that started the run is still to be answered (it is, from now)."""
+        if self.first_answer_taken:
+            return False
+        self.first_answer_taken = True
+        return True
+
+    def ignoring_reported(self) -> None:
+        """The warning that the body ignores its cancellation was logged (it is not repeated)."""
+        self.stopped_at = math.inf
+
+    def cancelled_here(self) -> None:
+        """The task was cancelled (and logged) by this engine: stop the body."""
+        self.cancel_logged = True
+        self.stop()
+
+    def log_cancel_from_elsewhere(self, record: TaskRecord | None) -> None:
+        """Log the cancel another process (an operator's `mcptasks admin cancel`, the dashboard, a
+        replica answering `tasks/cancel`) wrote for this run, when it learns of it; a cancel
+        written here has stopped the run already and was logged then."""
+        if record is not None and record.status == "cancelled" and not self.cancel_logged:
+            self.cancel_logged = True
+            log_task("cancelled", record)
+
     def owns(self, record: TaskRecord) -> bool:
         """Whether `record` still belongs to this run (not re-run elsewhere after a stall)."""
         return record.runner == self.host.instance_id and record.attempt == self.attempt
@@ -208,7 +269,7 @@ class TaskRun:
                 return None
             updated = change(record)
             if status is not None and status != record.status_message:
-                updated = (updated or record).evolve(status_message=status)
+                updated = with_status(updated or record, status)
             return updated
 
         host = self.host
@@ -230,13 +291,13 @@ class TaskRun:
         """`call()` retried while the store fails (`store_retry`), then a task failure."""
         host = self.host
         try:
-            return await host.store_retry.run(
+            return await host.config.store_retry.run(
                 call, permanent=host.permanent_errors, what=f"{what} ({self.task_id})"
             )
         except Exception as exc:
             if is_permanent(exc, host.permanent_errors):
                 raise
-            raise gave_up(exc, host.store_retry, what) from exc
+            raise gave_up(exc, host.config.store_retry, what) from exc
 
     async def _halt(self) -> None:
         # The record is terminal or gone: end the body through cancellation so `finally:` runs.
@@ -254,7 +315,7 @@ class TaskRun:
         await anyio.lowlevel.checkpoint()
         if self.journal is not None and self.journal.replaying:
             return  # said by the run that wrote the journal: not a change
-        limits = self.host.limits
+        limits = self.host.config.limits
         if len(message) > limits.max_status_length:
             message = message[: limits.max_status_length - 1] + "…"
         if self.holding:
@@ -300,7 +361,7 @@ class TaskRun:
             await anyio.sleep_until(self.next_status_at)
             if self.pending_status is None or self.final is not None or not self.host.hosts(self):
                 return
-            self.next_status_at = anyio.current_time() + self.host.limits.status_interval
+            self.next_status_at = anyio.current_time() + self.host.config.limits.status_interval
             if await self._write(lambda record: None) is None:
                 self.stop()
         except Exception:
@@ -323,7 +384,7 @@ class TaskRun:
         if self.journal is not None and self.journal.replaying:
             self.saved = state  # the record holds this run's predecessor's later checkpoint
             return
-        if await self._write(lambda record: record.evolve(checkpoint=state), "saving a checkpoint") is None:
+        if await self._write(lambda record: checkpointed(record, state), "saving a checkpoint") is None:
             await self._halt()
         self.saved = state
 
@@ -332,7 +393,9 @@ class TaskRun:
         journal its value (or error) before returning (see `TaskContext.step`)."""
         journal = self.journal
         if journal is None:
-            entry, cause = await step_entry(step, self.threads, self.host.limits.max_journal_entry_bytes)
+            entry, cause = await step_entry(
+                step, self.threads, self.host.config.limits.max_journal_entry_bytes
+            )
             return step_value(entry, cause)
         if self.stepping:
             raise InvalidValue(
@@ -346,7 +409,9 @@ class TaskRun:
         self.yielded = True
         self.stepping = True
         try:
-            entry, cause = await step_entry(step, self.threads, self.host.limits.max_journal_entry_bytes)
+            entry, cause = await step_entry(
+                step, self.threads, self.host.config.limits.max_journal_entry_bytes
+            )
             stored = await self._journal(entry, "journalling a step")
         finally:
             self.stepping = False
@@ -396,7 +461,7 @@ class TaskRun:
 
     def _question(self, requests: Sequence[InputRequest]) -> Question:
         self.yielded = True
-        limit = self.host.limits.max_input_requests
+        limit = self.host.config.limits.max_input_requests
         outstanding = len(self.record.input_requests) if self.record is not None else 0
         if outstanding + len(requests) > limit:
             raise InvalidValue(
@@ -492,11 +557,7 @@ class TaskRun:
             else:
                 keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
                 counter += len(requests)
-            return record.evolve(
-                input_requests={**record.input_requests, **wire_requests(requests, keys)},
-                input_key_counter=counter,
-                status="input_required",
-            )
+            return asked(record, wire_requests(requests, keys), counter)
 
         written = await self._write(issue, "asking for input")
         if written is None:
@@ -531,7 +592,9 @@ class TaskRun:
                         break
                     if parking is not None and not wake.is_set() and self.host.parks(self):
                         raise Parked(parking)
-                    wakeup = self.host.wake_at(anyio.current_time() + self.host.input_poll_interval, wake.set)
+                    wakeup = self.host.wake_at(
+                        anyio.current_time() + self.host.config.input_poll_interval, wake.set
+                    )
                     try:
                         await wake.wait()
                     finally:
@@ -548,8 +611,7 @@ class TaskRun:
         consumed = set(keys)
 
         def consume(record: TaskRecord) -> TaskRecord:
-            left = {k: v for k, v in record.input_responses.items() if k not in consumed}
-            return record.evolve(input_responses=left)
+            return answers_taken(record, consumed)
 
         if await self._write(consume, "taking the answers") is None:
             await self._halt()

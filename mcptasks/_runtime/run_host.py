@@ -9,19 +9,18 @@ can run a body against a small fake host.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from mcptasks._runtime.limits import Limits
-from mcptasks._runtime.outages import StoreRetry
+from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.stores.base import TaskRecord, TaskStore
 
-if TYPE_CHECKING:
-    from mcptasks._runtime.run import TaskRun
+Run = TypeVar("Run", contravariant=True)
+"""The run type a host hosts (`TaskRun`; a parameter, so this module needs no import of it)."""
 
 
-class RunHost(Protocol):
-    """What a `TaskRun` needs from the engine it runs on."""
+class RunHost(Protocol[Run]):
+    """What a run (`TaskRun`) needs from the host it runs on."""
 
     @property
     def instance_id(self) -> str:
@@ -32,26 +31,18 @@ class RunHost(Protocol):
         """The task store."""
 
     @property
-    def limits(self) -> Limits:
-        """The engine's limits (status length and rate, input requests)."""
-
-    @property
-    def store_retry(self) -> StoreRetry:
-        """How long store calls are retried while the store is unreachable."""
+    def config(self) -> EngineConfig:
+        """The engine's configuration (limits, store retries, the input poll interval)."""
 
     @property
     def permanent_errors(self) -> tuple[type[BaseException], ...]:
         """The store errors that retrying cannot cure (every other one is retried)."""
 
     @property
-    def input_poll_interval(self) -> float:
-        """How often a body waiting for input re-reads its record without a notification."""
-
-    @property
     def stopping(self) -> bool:
         """Whether the engine is shutting down (every body is asked to stop)."""
 
-    def hosts(self, run: TaskRun) -> bool:
+    def hosts(self, run: Run) -> bool:
         """Whether `run` is still the engine's run of its task."""
 
     def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
@@ -60,10 +51,10 @@ class RunHost(Protocol):
     def forget_wakeup(self, wakeup: Wakeup) -> None:
         """Forget a wake-up from `wake_at` (the wait ended sooner)."""
 
-    def parks(self, run: TaskRun) -> bool:
+    def parks(self, run: Run) -> bool:
         """Whether `run`'s body may wait for answers without its task now (`ask_or_park`)."""
 
-    def resume(self, run: TaskRun) -> None:
+    def resume(self, run: Run) -> None:
         """Resume `run`'s parked body in a new task (nothing when it is not parked)."""
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:

@@ -1,9 +1,10 @@
-"""`Leases`: this engine's runner lease and the recovery of tasks whose runner is gone.
+"""`Liveness`: this engine's runner lease, and the recovery of tasks whose runner is gone.
 
-The engine renews its heartbeat (`_heartbeat`, and a `HeartbeatThread` when enabled), and every
+It renews the heartbeat (on the event loop, and on a `HeartbeatThread` when enabled), and every
 `lease_ttl / 2` recovers (`recover`): it writes the ends kept while the store failed, notices a
-store that lost its data (`_check_epoch`), fails or re-queues the tasks of runners that are gone
-(`_orphaned`), and stops the runs here whose record ended elsewhere (`_stop_stale`).
+store that lost its data (`_check_epoch`), fails or re-queues the tasks of runners that are gone,
+stops the runs here whose record ended elsewhere (`_stop_stale`), fails queued tasks no worker
+offers to run, and lets the placement reconcile.
 """
 
 from __future__ import annotations
@@ -15,40 +16,69 @@ from collections.abc import Callable, Mapping, Sequence
 import anyio
 from anyio.abc import TaskStatus
 
+from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime import ledger
-from mcptasks._runtime.engine_state import EngineState
+from mcptasks._runtime.config import EngineConfig
+from mcptasks._runtime.engine.duties import every
+from mcptasks._runtime.engine.ends import RunEnds
+from mcptasks._runtime.engine.placement import Placement
+from mcptasks._runtime.engine.queue import Claims
+from mcptasks._runtime.engine.records import RecordWriter
+from mcptasks._runtime.engine.runs import RunRegistry
 from mcptasks._runtime.heartbeat import HeartbeatThread, heartbeat_thread
-from mcptasks._runtime.hosting import _log_cancel_from_elsewhere
 from mcptasks._runtime.instances import gone_from_this_host
-from mcptasks._runtime.ledger import Transition
 from mcptasks._runtime.offers import heartbeat, no_worker_outcome, offered_tools, unserved
-from mcptasks._runtime.recovery import abandoned, in_batches, lost_outcome, requeue
+from mcptasks._runtime.recovery import abandoned, in_batches
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.stores.base import TaskRecord, keeps_offers
+from mcptasks.stores.base import TaskRecord, TaskStore, keeps_offers
 
 logger = logging.getLogger("mcptasks")
 
 
-LOST_WITH_PROCESS = "its task store is not durable (memory): the task is lost when this process exits"
-"""What the log says of a task re-queued at a graceful stop on a store that is not durable (memory)."""
+class Liveness:
+    """Holds this engine's runner lease and recovers orphaned tasks."""
 
+    def __init__(
+        self,
+        store: TaskStore,
+        config: EngineConfig,
+        tools: dict[str, TaskTool],
+        instance_id: str,
+        records: RecordWriter,
+        runs: RunRegistry,
+        ends: RunEnds,
+        claims: Claims,
+        placement: Placement,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.tools = tools
+        self.instance_id = instance_id
+        self.records = records
+        self.runs = runs
+        self.ends = ends
+        self.claims = claims
+        self.placement = placement
+        self._epoch: str | None = None
+        """The store's `epoch()` when last read (a change: the store lost its data)."""
 
-class Leases(EngineState):
-    """The part of `TaskEngine` that holds its runner lease and recovers orphaned tasks."""
-
-    async def _heartbeat(self) -> None:
-        await heartbeat(self.store, self.instance_id, self.lease_ttl, self._offered())
+    async def heartbeat(self) -> None:
+        """Renew this engine's lease (and its tool offers)."""
+        await heartbeat(self.store, self.instance_id, self.config.lease_ttl, self._offered())
 
     def _offered(self) -> frozenset[str]:
         """The task tools this engine offers to run (none unless it runs bodies)."""
-        return offered_tools(self.tools, runs_tasks=self.run_tasks)
+        return offered_tools(self.tools, runs_tasks=self.config.run_tasks)
 
-    def _heartbeat_thread(self) -> HeartbeatThread | None:
+    def heartbeat_thread(self) -> HeartbeatThread | None:
         """A lease renewer on its own thread, when enabled and the store can make a `twin()`."""
-        if not self.heartbeat_thread:
+        config = self.config
+        if not config.heartbeat_thread:
             return None
-        return heartbeat_thread(self.store, self.instance_id, self.lease_ttl, self.wedge_limit, self._offered)
+        return heartbeat_thread(
+            self.store, self.instance_id, config.lease_ttl, config.wedge_limit, self._offered
+        )
 
     async def recover(self, *, first_batch_done: Callable[[], None] | None = None) -> int:
         """Handle active tasks whose runner is gone; return how many were failed or re-queued.
@@ -61,32 +91,32 @@ class Leases(EngineState):
         running here whose record became terminal or vanished (a missed notification) are stopped.
         """
         await self._check_epoch()
-        await self._write_unsettled()
-        running_before = dict(self._runs)
-        claiming = self._claiming
+        await self.records.write_unsettled()
+        running_before = self.runs.snapshot()
+        claiming = self.claims.claiming
         live = {runner for runner in await self.store.live_runners() if not gone_from_this_host(runner)}
         records = await self.store.list_active()
 
         def orphaned(record: TaskRecord) -> bool:
-            here = record.task_id in self._runs or record.task_id in self._unsettled
+            task_id = record.task_id
+            here = self.runs.get(task_id) is not None or self.records.keeps_end(task_id)
             return abandoned(
                 record,
                 instance_id=self.instance_id,
                 live=live,
                 here=here,
-                claiming=bool(claiming or self._claiming),
+                claiming=claiming or self.claims.claiming,
             )
 
         orphans = [record for record in records if orphaned(record)]
-        count = await in_batches(orphans, orphaned, self._orphaned, first_batch_done)
+        count = await in_batches(orphans, orphaned, self.ends.orphaned, first_batch_done)
         if count:
             logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         await self._stop_stale(running_before, {record.task_id: record for record in records})
         count += await self._fail_unserved(records)
-        if self.executor is not None:
-            # The executor logs each task it changes itself; one a lost worker left is counted
-            # above already (its workflow is resumed here or by another replica's pass).
-            count += await self.executor.reconcile(records, live)
+        # An executor logs each task it changes itself; one a lost worker left is counted above
+        # already (its workflow is resumed here or by another replica's pass).
+        count += await self.placement.reconcile(records, live)
         return count
 
     async def _fail_unserved(self, records: Sequence[TaskRecord]) -> int:
@@ -98,15 +128,11 @@ class Leases(EngineState):
         queued = [record for record in records if record.runner is None]
         if not queued:
             return 0
-        bound = self.no_worker_timeout
+        bound = self.config.no_worker_timeout
         failed = 0
         for record in unserved(queued, await offers.runner_offers(), now=time.time(), bound=bound):
-            ended = ledger.ended(no_worker_outcome(record, bound), ttl_ms=self._ttl_of)
-
-            def still_queued(current: TaskRecord, ended: Transition = ended) -> TaskRecord | None:
-                return ended(current) if current.runner is None else None
-
-            finished = await self._mutate(record.task_id, still_queued)
+            ended = ledger.ended(no_worker_outcome(record, bound), ttl_ms=self.records.ttl_of)
+            finished = await self.records.mutate(record.task_id, ledger.while_queued(ended))
             if finished is not None and finished.terminal:
                 log_task("failed", finished)
                 logger.warning(
@@ -130,10 +156,10 @@ class Leases(EngineState):
             return
         epoch = str(await read())
         previous, self._epoch = self._epoch, epoch
-        vanished, self._vanished = self._vanished, set()
+        vanished = self.records.take_vanished()
         if previous is None or previous == epoch:
             return
-        mine = [*self._runs, *self._unsettled]
+        mine = [*self.runs.snapshot(), *self.records.kept_ends()]
         lost = [task_id for task_id in mine if await self.store.get(task_id) is None]
         gone = len(vanished.union(lost))  # with the runs that met their missing record first
         logger.error(
@@ -146,30 +172,30 @@ class Leases(EngineState):
             gone,
         )
         for task_id in lost:
-            kept = self._unsettled.pop(task_id, None)
+            kept = self.records.drop_kept_end(task_id)
             if kept is not None:
                 logger.error(
                     "task %s is no longer in the task store; its end was not written: %s",
                     task_id,
                     kept.outcome.summary(),
                 )
-            run = self._runs.get(task_id)
+            run = self.runs.get(task_id)
             if run is not None:
                 run.stop()
 
     async def _stop_stale(self, running: Mapping[str, TaskRun], active: Mapping[str, TaskRecord]) -> None:
         """Stop the runs whose record ended, vanished or was taken over (a missed notification)."""
         for task_id, run in running.items():
-            if self._runs.get(task_id) is not run or task_id in self._unstored or task_id in self._storing:
+            if self.runs.get(task_id) is not run or self.records.unwritten(task_id):
                 continue  # not ours any more, or not written yet (started with `defer`)
             current = active.get(task_id)
             if current is None:  # ended, or created after the snapshot: look again
                 current = await self.store.get(task_id)
             if current is None or current.terminal or not run.owns(current):
-                _log_cancel_from_elsewhere(run, current)
+                run.log_cancel_from_elsewhere(current)
                 run.stop()
 
-    async def _recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def recover_forever(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Recover at once (returning to the starter after the first batch), then every lease/2."""
         announced = False
 
@@ -184,20 +210,4 @@ class Leases(EngineState):
         except Exception:
             logger.warning("mcptasks orphan recovery failed; will retry", exc_info=True)
         first_batch_done()
-        await self._every(self.lease_ttl / 2, self.recover)
-
-    async def _orphaned(self, record: TaskRecord, *, shutdown: bool = False) -> bool:
-        """Re-queue (retry_on_crash, attempts left) or fail a task whose runner is gone or stopping."""
-        change = requeue(record, self.tools.get(record.tool), shutdown=shutdown)
-        if change is None:
-            outcome = lost_outcome(record, shutdown=shutdown)
-            return await self._finish(record.task_id, outcome, only_runner=record.runner) is not None
-        requeued = await self._mutate(record.task_id, change)
-        if requeued is None:
-            return False
-        if requeued.runner is None:
-            log_task(
-                "requeued", requeued, note=None if self.store.durable or not shutdown else LOST_WITH_PROCESS
-            )
-        await self.store.publish(record.task_id)
-        return True
+        await every(self.config.lease_ttl / 2, self.recover)
