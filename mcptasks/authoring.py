@@ -5,12 +5,14 @@ For tool authors who annotate the answers of sampling and roots requests (`Sampl
 the answers of an elicitation that cannot be unsupported (`Elicitation`), or hold the tool object
 the decorator returns and its options (`TaskTool`, `TaskToolOptions`, `FallbackMode`).
 `Status(...)` says what `yield "text"` says, for code that builds the value elsewhere.
+`RelatedTask` is what `TaskContext.related_tasks()` returns.
 """
 
 from __future__ import annotations
 
 from mcptasks._authoring.capabilities import InputCapability
 from mcptasks._authoring.context import MAX_CHECKPOINT_BYTES
+from mcptasks._authoring.related import RelatedTask
 from mcptasks._authoring.tool import FallbackMode, TaskTool, TaskToolOptions
 from mcptasks._authoring.yields import (
     Elicitation,
@@ -29,6 +31,7 @@ __all__ = [
     "FallbackMode",
     "InputCapability",
     "InputRequest",
+    "RelatedTask",
     "Root",
     "Roots",
     "RootsAnswer",

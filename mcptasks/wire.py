@@ -27,6 +27,10 @@ CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 
+RELATED_TASK_IDS_META = "io.modelcontextprotocol/relatedTaskIds"
+"""The `_meta` key of a `tools/call` naming earlier tasks the new call relates to (a list of task
+ids; the ext-tasks draft, not part of 2026-07-28). Honoured with `EngineConfig.related_tasks`."""
+
 IDEMPOTENCY_META = "io.github.mcptasks/idempotencyKey"
 """`_meta` key of a client-chosen idempotency key: retrying a `tools/call` with the same key (and
 owner) returns the task the first call created instead of starting a second run."""

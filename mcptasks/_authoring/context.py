@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 from pydantic import BaseModel
 
 from mcptasks._authoring import steps
+from mcptasks._authoring.related import RelatedTask, RelatedTasks
 from mcptasks._authoring.steps import Step
 from mcptasks._authoring.threaded import CancelRequested
 from mcptasks._authoring.values import check_json, check_text
@@ -90,12 +91,26 @@ class TaskContext:
     engine passes one in; it is not part of the tool's input schema.
     """
 
-    def __init__(self, channel: BodyChannel, *, owner: str, tool: str) -> None:
+    def __init__(
+        self, channel: BodyChannel, *, owner: str, tool: str, related: RelatedTasks | None = None
+    ) -> None:
         self._channel = channel
+        self._related = related
         self.owner = owner
         """The principal that created the task (the auth subject, or the shared anonymous scope)."""
         self.tool = tool
         """The task tool's name."""
+
+    @property
+    def related_task_ids(self) -> tuple[str, ...]:
+        """The earlier tasks of this owner the call named as related (`relatedTaskIds`, honoured
+        with `EngineConfig.related_tasks`); empty when it named none or the server ignores them."""
+        return () if self._related is None else self._related.ids
+
+    async def related_tasks(self) -> list[RelatedTask]:
+        """The related tasks as they stand now (status, statusMessage, result or error); one
+        that has since expired is left out."""
+        return [] if self._related is None else await self._related.read()
 
     @property
     def task_id(self) -> str | None:
@@ -164,9 +179,6 @@ class TaskContext:
         value: float = await run_step(self._channel, Step(steps.random))
         return value
 
-    def _rebind(self, channel: BodyChannel) -> None:
-        self._channel = channel
-
     async def status(self, message: str) -> None:
         """Set the task's `statusMessage` (`InvalidValue` when it is no Unicode text)."""
         message = str(message)
@@ -215,3 +227,9 @@ class TaskContext:
     async def inputs(self, *requests: InputRequest) -> tuple[Any, ...]:
         """Issue several requests at once; return their answers in order when all are in."""
         return tuple(await self._channel.ask(list(requests)))
+
+
+def rebind(context: TaskContext, channel: BodyChannel) -> None:
+    """Point `context` at `channel`: a body started by input rounds before its task existed keeps
+    its context (it holds it) and talks to the task's channel from then on (the engine's use)."""
+    context._channel = channel

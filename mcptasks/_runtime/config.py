@@ -87,6 +87,9 @@ class EngineConfig:
     """List the generated `task_status` tool beside the task tools (it is listed anyway with the
     `"tools"` fallback), so a model can read its own tasks' progress in hosts that show
     `statusMessage` only to the user, such as Claude Code."""
+    related_tasks: bool = field(default=False, metadata=_flag("--related-tasks"))
+    """Keep the ids a `tools/call` names in `_meta["io.modelcontextprotocol/relatedTaskIds"]` (the
+    ext-tasks draft) that the caller may see, for its body to read (`TaskContext.related_tasks`)."""
     immediate_results: bool = True
     """Answer a call whose body finished without suspending with its result, not a task."""
     fast_path: bool = field(default=True, metadata=_flag("--fast-path"))
@@ -172,6 +175,7 @@ def apply_flags(
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
     status_tool: bool = False,
+    related_tasks: bool = False,
     executor: str | None = None,
     no_worker_timeout: float | None = None,
     header_timeout: float | None = None,
@@ -179,7 +183,7 @@ def apply_flags(
     max_connections: int | None = None,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
-    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--status-tool`,
+    `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--status-tool`, `--related-tasks`,
     `--executor`, `--no-worker-timeout`, `--header-timeout`, `--body-timeout`,
     `--max-connections`); raises
     `ValueError` for an invalid value."""
@@ -190,6 +194,7 @@ def apply_flags(
         "fast_path": fast_path,
         "accept_missing_mcp_name": True if accept_missing_mcp_name else None,
         "status_tool": True if status_tool else None,
+        "related_tasks": True if related_tasks else None,
         "executor": executor,
         "no_worker_timeout": no_worker_timeout,
         "header_timeout": header_timeout,
@@ -242,6 +247,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "store_retry": lambda value: isinstance(value, StoreRetry),
     "fallback": lambda value: value in FALLBACK_MODES,
     "status_tool": _flag_value,
+    "related_tasks": _flag_value,
     "immediate_results": _flag_value,
     "fast_path": _flag_value,
     "accept_missing_mcp_name": _flag_value,
@@ -275,6 +281,7 @@ _RULES = {
     "store_retry": "must be a StoreRetry",
     "fallback": f"must be one of {', '.join(repr(mode) for mode in FALLBACK_MODES)}",
     "status_tool": "must be True or False",
+    "related_tasks": "must be True or False",
     "immediate_results": "must be True or False",
     "fast_path": "must be True or False",
     "accept_missing_mcp_name": "must be True or False",

@@ -8,6 +8,7 @@ imports a host SDK, so any host can serve it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import anyio
@@ -47,6 +48,7 @@ from mcptasks._runtime.limits import reached
 from mcptasks._runtime.mrtr import InputNeeded, StartedBody, SyncRounds, advance_to_task
 from mcptasks._runtime.outages import reported_as_unavailable
 from mcptasks._runtime.parking import InlineSession, ParkedCalls
+from mcptasks._runtime.related import StoreRelatedTasks, kept_related_ids
 from mcptasks._runtime.request_params import (
     idempotency_key,
     missing_extension_error,
@@ -345,8 +347,18 @@ class TasksProtocol:
                 prepared=prepared,
                 idempotency_key=idempotency_key(call.meta),
                 client_capabilities=input_capabilities(call.declared) if asking else None,
+                related_task_ids=await self._related(call),
                 defer=defer,
             )
+
+    async def _related(self, call: _Call) -> list[str]:
+        """The related task ids `call` names that its caller may see (`related_tasks` on; see
+        `mcptasks._runtime.related`); -32602 for a malformed value, before any task exists."""
+        if not self.engine.config.related_tasks:
+            return []
+        store = self.engine.store
+        with reported_as_unavailable(store):
+            return await kept_related_ids(call.meta, partial(store.get, owner=call.owner))
 
     async def _task(self, call: _Call) -> dict[str, Any]:
         """`Route.TASK`: create the task; answer with its result if the body ended at once."""
@@ -361,10 +373,13 @@ class TasksProtocol:
     async def _task_after_input(self, call: _Call) -> dict[str, Any]:
         """`Route.TASK_AFTER_INPUT`: resolve `before_task` input by replayed rounds, then create the task."""
         tool = call.tool
+        related = StoreRelatedTasks(
+            await self._related(call), partial(self.engine.store.get, owner=call.owner)
+        )
         rounds = self._rounds(tool, call.arguments, call.input_responses, call.request_state)
         replay = rounds.replay_channel(before_task_only, durable=tool.durable)
         channel = gated(replay, call.declared, tool.name)
-        context = TaskContext(channel, owner=call.owner, tool=tool.name)
+        context = TaskContext(channel, owner=call.owner, tool=tool.name, related=related)
         try:
             body = tool.open_body(call.validated, context, self.engine.threads_for(tool, call.owner))
             prepared = (await advance_to_task(channel, body, context))._replace(entries=tuple(replay.entries))

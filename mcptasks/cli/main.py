@@ -244,6 +244,7 @@ def serve(
     fast_path: bool | None = None,
     accept_missing_mcp_name: bool = False,
     status_tool: bool = False,
+    related_tasks: bool = False,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     executor: str | None = None,
@@ -279,6 +280,7 @@ def serve(
             fast_path=fast_path,
             accept_missing_mcp_name=accept_missing_mcp_name,
             status_tool=status_tool,
+            related_tasks=related_tasks,
             executor=executor,
             no_worker_timeout=no_worker_timeout,
         )
@@ -458,6 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
         "progress in hosts that show it only to the user; also $MCPTASKS_STATUS_TOOL",
     )
     run.add_argument(
+        "--related-tasks",
+        action="store_true",
+        help="keep the related task ids a tools/call names in _meta (the ext-tasks draft) for its "
+        "body to read; also $MCPTASKS_RELATED_TASKS",
+    )
+    run.add_argument(
         "--header-timeout",
         type=float,
         default=None,
@@ -588,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fast_path=None if args.fast_path is None else args.fast_path == "on",
                 accept_missing_mcp_name=args.accept_missing_mcp_name,
                 status_tool=args.status_tool,
+                related_tasks=args.related_tasks,
                 metrics_port=args.metrics_port,
                 metrics_host=args.metrics_host,
                 executor=args.executor,

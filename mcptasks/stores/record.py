@@ -34,6 +34,7 @@ _SHARED_EMPTIES: dict[str, Any] = {
     "input_responses": EMPTY_DICT,
     "transitions": EMPTY_LIST,
     "status_history": EMPTY_LIST,
+    "related_task_ids": EMPTY_LIST,
 }
 """The fields whose empty value is the shared one, however a record is built or evolved."""
 
@@ -92,6 +93,9 @@ class TaskRecord:
     status_history: list[list[Any]] = field(default_factory=_empty_list)
     """The latest `statusMessage` values, `[at, statusMessage]` each, oldest first (at most
     `MAX_STATUS_HISTORY`); `evolve` appends to it when the message changes."""
+    related_task_ids: list[str] = field(default_factory=_empty_list)
+    """Earlier tasks of the same owner the call named in `_meta["io.modelcontextprotocol/relatedTaskIds"]`
+    (each checked as `tasks/get` would for the caller when the task was created)."""
     trace: dict[str, str] | None = None
     """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
     telemetry in any process can link the task's spans to it; None without telemetry."""

@@ -7,7 +7,8 @@ from typing import Any
 
 import anyio
 
-from mcptasks._authoring.context import BodyChannel, TaskContext
+from mcptasks._authoring.context import BodyChannel, TaskContext, rebind
+from mcptasks._authoring.related import RelatedTasks
 from mcptasks._authoring.threaded import OwnerThreads
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.driver import InlineChannel, Outcome, Parked, Pending, run_body
@@ -26,6 +27,7 @@ async def open_body(
     channel: BodyChannel,
     prepared: StartedBody | Parked | None,
     threads: OwnerThreads,
+    related: RelatedTasks | None = None,
 ) -> tuple[Any, Pending | None]:
     """The body to run and the yield it stopped at (a body handed over from input rounds, or
     one resumed at its question)."""
@@ -35,11 +37,11 @@ async def open_body(
     if run.journal is not None:
         run.threads = threads.share(owner)
     if prepared is None:
-        context = TaskContext(channel, owner=owner, tool=tool.name)
+        context = TaskContext(channel, owner=owner, tool=tool.name, related=related)
         return tool.open_body(args, context, threads.share(owner) if tool.threaded else None), None
     body, context, pending, entries = prepared
     carried = context.saved  # saved during the input rounds before the task
-    context._rebind(channel)
+    rebind(context, channel)
     if carried is not None:
         await run.save(carried)
     if entries:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcptasks._authoring.tool import TaskTool
@@ -36,6 +36,7 @@ class NewRecords:
         runner: str | None,
         idempotency_key: str | None,
         client_capabilities: Mapping[str, Any] | None,
+        related_task_ids: Sequence[str] = (),
     ) -> TaskRecord:
         """The record of a new task of `tool` (`runner`: None while it is queued)."""
         return TaskRecord(
@@ -48,6 +49,7 @@ class NewRecords:
             runner=runner,
             idempotency_key=idempotency_key,
             client_capabilities=self._shared_capabilities(client_capabilities),
+            related_task_ids=list(related_task_ids),
         )
 
     def _shared_capabilities(self, declared: Mapping[str, Any] | None) -> dict[str, Any] | None:

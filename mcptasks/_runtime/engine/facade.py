@@ -1,15 +1,15 @@
 """`TaskEngine`: creates tasks durably, runs their bodies, and applies every transition.
 
-The facade: entering the engine builds its parts (`Parts`: each owns its share of the state and
-is given its collaborators by name), chooses the one `Placement` of new bodies and starts them;
-the client operations route to the parts. Every body runs in the engine's task group, never on
-the request that created it, and every change goes through the store with compare-and-set.
+The facade: entering the engine builds its parts (`Parts`: each owns its share of the state, given
+its collaborators by name), chooses the one `Placement` of new bodies and starts them; client
+operations route to the parts. Bodies run in the engine's task group, never on the request that
+created them; every change goes through the store with compare-and-set.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
@@ -70,8 +70,7 @@ class TaskEngine:
         self.observer: EngineObserver | None = None
         """Told about creations, runs, transitions and client requests (telemetry); None: nobody."""
         self.on_stuck_shutdown: Callable[[list[str]], None] | None = None
-        """Called at shutdown with the bodies still running `Limits.cancel_grace` after being
-        cancelled (`mcptasks serve` exits there instead of waiting forever)."""
+        """Called with the bodies still running `Limits.cancel_grace` after a shutdown cancelled them."""
         self._new = NewRecords()
         self._polls = PollMarks()
         self._exit_stack: AsyncExitStack | None = None
@@ -149,6 +148,7 @@ class TaskEngine:
         prepared: StartedBody | None = None,
         idempotency_key: str | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
+        related_task_ids: Sequence[str] = (),
         defer: bool = False,
     ) -> Coroutine[Any, Any, TaskRecord]:
         """Create a task for `tool` and start its body (or queue it); return the stored record.
@@ -159,15 +159,15 @@ class TaskEngine:
         stored once, already ended). Invalid arguments raise `InvalidArguments` and create nothing.
         `prepared`: a body already started by synchronous input rounds. An `idempotency_key` that
         `owner` used for a live task returns that task. `client_capabilities` (stored with the
-        task) limits the body's input requests to them (None: no limit).
-        """
+        task) limits the body's input requests to them (None: no limit); `related_task_ids` are
+        kept for the body (`TaskContext.related_tasks`), checked by the caller."""
         if not self._parts.host.taking_work:
             raise RuntimeError("TaskEngine is not running: use 'async with engine:' first")
         args = validated if validated is not None else tool.validate_arguments(arguments)
         self.tools[tool.name] = tool
         placement = self._parts.placement
         runner, key = placement.runner_for(prepared), idempotency_key
-        record = self._new.make(tool, arguments, owner, runner, key, client_capabilities)
+        record = self._new.make(tool, arguments, owner, runner, key, client_capabilities, related_task_ids)
         return placement.place(tool, args, record, prepared, defer=defer)  # no frame of its own
 
     def spawn(self, job: Callable[[], Coroutine[Any, Any, object]]) -> None:

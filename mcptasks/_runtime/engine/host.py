@@ -43,6 +43,7 @@ from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.ledger import Transition
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver, follows_runs
+from mcptasks._runtime.related import related_of
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
 from mcptasks.stores.base import TaskRecord, TaskStore
@@ -295,7 +296,8 @@ class LocalHost:
         try:
             with anyio.CancelScope() as scope:
                 channel = self._begin(run, tool, scope, prepared if isinstance(prepared, Parked) else None)
-                body, pending = await open_body(tool, args, run, channel, prepared, self._threads)
+                related = related_of(run.record, self.store)
+                body, pending = await open_body(tool, args, run, channel, prepared, self._threads, related)
                 del args, prepared  # the body holds what it needs; this frame lives as long as it
                 # `settle_body`, without a frame of its own while the body runs
                 end: Outcome | Interrupt
