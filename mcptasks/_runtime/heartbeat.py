@@ -21,11 +21,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
+from functools import partial
 
 import anyio
 
 from mcptasks._runtime.offers import heartbeat
-from mcptasks.stores.base import TaskStore
+from mcptasks.stores.base import StoreBase, TaskStore
 
 __all__ = ["HeartbeatThread", "heartbeat_thread"]
 
@@ -139,7 +140,7 @@ async def _close_quietly(store: TaskStore) -> None:
 
 
 def heartbeat_thread(
-    store: TaskStore,
+    store: StoreBase,
     instance_id: str,
     lease_ttl: float,
     wedge_limit: float,
@@ -147,7 +148,14 @@ def heartbeat_thread(
 ) -> HeartbeatThread | None:
     """A lease renewer on its own thread for `store` (offering `tools()`); None when the store
     cannot make a `twin()`."""
-    make = getattr(store, "twin", None)
-    if not callable(make) or make() is None:
+    if store.twin() is None:
         return None
-    return HeartbeatThread(make, instance_id, lease_ttl, wedge_limit, tools)
+    return HeartbeatThread(partial(_twin, store), instance_id, lease_ttl, wedge_limit, tools)
+
+
+def _twin(store: StoreBase) -> TaskStore:
+    """A new store reaching the same data as `store` (for the heartbeat thread's own loop)."""
+    twin = store.twin()
+    if twin is None:
+        raise RuntimeError(f"{store!r} no longer makes a twin()")
+    return twin

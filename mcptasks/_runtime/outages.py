@@ -21,12 +21,13 @@ import errno
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import anyio
 
 from mcptasks.errors import MCPTasksError, ProtocolError
-from mcptasks.stores.base import StoreBase
+from mcptasks.stores.base import StoreBase, TaskStore
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.wire import INTERNAL_ERROR
 
 __all__ = [
@@ -63,10 +64,8 @@ RETRY_AFTER_MS = 1000
 
 def permanent_errors(store: object) -> tuple[type[BaseException], ...]:
     """The exception types `store` declares permanent (its `permanent_errors`), with the defaults."""
-    if isinstance(store, StoreBase):
-        return DEFAULT_PERMANENT_ERRORS + store.permanent_errors
-    declared = getattr(store, "permanent_errors", None) or ()  # until the engine adopts its store
-    return DEFAULT_PERMANENT_ERRORS + tuple(declared)
+    adopted = store if isinstance(store, StoreBase) else adopt_store(cast(TaskStore, store))
+    return DEFAULT_PERMANENT_ERRORS + adopted.permanent_errors
 
 
 def is_permanent(exc: BaseException, permanent: tuple[type[BaseException], ...]) -> bool:

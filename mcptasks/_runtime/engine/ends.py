@@ -27,7 +27,7 @@ from mcptasks._runtime.outages import StoreRetry, describe
 from mcptasks._runtime.recovery import lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import StoreBase, TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -44,7 +44,7 @@ class RunEnds:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         records: RecordWriter,

@@ -37,6 +37,7 @@ from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.request_params import checked_answers
 from mcptasks.errors import TaskNotFound
 from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.url import store_from_url
 
 _SETTINGS = frozenset(EngineConfig.__dataclass_fields__) - {"instance_id"}
@@ -53,8 +54,7 @@ class TaskEngine:
 
     - `store`: a `TaskStore` or a store URL (`memory://`, `sqlite:///tasks.db`, `redis://...`).
     - `config`: an `EngineConfig`; the engine reads its settings there (a few are attributes too).
-    - `tools`: task tools to run when claimed from the queue or re-run after a crash.
-    """
+    - `tools`: task tools to run when claimed from the queue or re-run after a crash."""
 
     def __init__(
         self,
@@ -85,8 +85,8 @@ class TaskEngine:
         object.__setattr__(self, name, value)
 
     def _build(self, executor: Executor | None = None) -> None:
-        config, me, stuck = self.config, self.instance_id, self.on_stuck_shutdown
-        self._parts = Parts.build(self.store, config, self.tools, me, self.observer, stuck, executor)
+        store, me, stuck = adopt_store(self.store), self.instance_id, self.on_stuck_shutdown
+        self._parts = Parts.build(store, self.config, self.tools, me, self.observer, stuck, executor)
 
     def configure(self, config: EngineConfig) -> None:
         """Replace the configuration before the engine starts (what `mcptasks serve` does)."""
@@ -121,7 +121,7 @@ class TaskEngine:
         try:
             named = self.config.executor
             self._build(executor_from_url(named) if isinstance(named, str) else named)
-            await self._parts.start(stack, self.store, self.config, self._listen, self.sweep)
+            await self._parts.start(stack, self.config, self._listen, self.sweep)
         except BaseException:
             self._parts.host.closed()
             await stack.aclose()

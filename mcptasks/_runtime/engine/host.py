@@ -46,7 +46,7 @@ from mcptasks._runtime.observer import EngineObserver, follows_runs
 from mcptasks._runtime.related import related_of
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
-from mcptasks.stores.base import TaskRecord, TaskStore
+from mcptasks.stores.base import StoreBase, TaskRecord
 
 BODY_TASK_NAME = "mcptasks task body"
 """The name of every body's anyio task (without one, anyio builds a new string per task)."""
@@ -62,7 +62,7 @@ class LocalHost:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         instance_id: str,

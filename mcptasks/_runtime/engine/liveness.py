@@ -31,7 +31,7 @@ from mcptasks._runtime.offers import heartbeat, no_worker_outcome, offered_tools
 from mcptasks._runtime.recovery import abandoned, in_batches
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.stores.base import TaskRecord, TaskStore, keeps_offers
+from mcptasks.stores.base import StoreBase, TaskRecord
 
 logger = logging.getLogger("mcptasks")
 
@@ -41,7 +41,7 @@ class Liveness:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         instance_id: str,
@@ -122,7 +122,7 @@ class Liveness:
     async def _fail_unserved(self, records: Sequence[TaskRecord]) -> int:
         """Fail the queued tasks no live worker has offered to run for `no_worker_timeout`
         (`offers.unserved`); how many. Nothing when the store keeps no offers."""
-        offers = keeps_offers(self.store)
+        offers = self.store.offers()
         if offers is None:
             return 0
         queued = [record for record in records if record.runner is None]
@@ -151,13 +151,12 @@ class Liveness:
         Says so once, in one error naming the store and the tasks of this engine it no longer
         holds; their bodies are stopped and their ends logged, not written into the new data.
         """
-        read = getattr(self.store, "epoch", None)
-        if read is None:
-            return
-        epoch = str(await read())
-        previous, self._epoch = self._epoch, epoch
+        found = await self.store.epoch()
         vanished = self.records.take_vanished()
-        if previous is None or previous == epoch:
+        if found is None:
+            return  # the store cannot tell (`StoreBase.epoch`'s default)
+        previous, self._epoch = self._epoch, str(found)
+        if previous is None or previous == self._epoch:
             return
         mine = [*self.runs.snapshot(), *self.records.kept_ends()]
         lost = [task_id for task_id in mine if await self.store.get(task_id) is None]
@@ -168,7 +167,7 @@ class Liveness:
             "server are no longer in it; their bodies are stopped and their ends logged, not written",
             self.store,
             previous,
-            epoch,
+            self._epoch,
             gone,
         )
         for task_id in lost:

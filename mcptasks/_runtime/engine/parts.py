@@ -30,7 +30,7 @@ from mcptasks._runtime.engine.via_executor import ExecutorPlacement
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.watchdog import Watchdog
-from mcptasks.stores.base import CHANGED_PREFIX, TaskStore
+from mcptasks.stores.base import CHANGED_PREFIX, StoreBase
 
 
 async def _in_thread(call: Callable[[], object]) -> None:
@@ -52,7 +52,7 @@ class Parts(NamedTuple):
     @classmethod
     def build(
         cls,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         instance_id: str,
@@ -86,14 +86,13 @@ class Parts(NamedTuple):
     async def start(
         self,
         stack: AsyncExitStack,
-        store: TaskStore,
         config: EngineConfig,
         listen: Callable[..., Coroutine[Any, Any, None]],
         sweep: Callable[[], Awaitable[object]],
     ) -> None:
-        """Open `store`, renew the lease, start every duty (with the change `listen`er and the
+        """Open the store, renew the lease, start every duty (with the change `listen`er and the
         TTL `sweep`) and connect the placement."""
-        liveness, host, runs = self.liveness, self.host, self.runs
+        liveness, host, runs, store = self.liveness, self.host, self.runs, self.records.store
         await store.open()
         stack.push_async_callback(store.close)
         await liveness.heartbeat()

@@ -36,7 +36,7 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import describe
 from mcptasks._runtime.run import TaskRun
 from mcptasks.errors import ToolError
-from mcptasks.stores.base import CountsActive, KeepsJournal, TaskRecord, TaskStore, keeps_offers
+from mcptasks.stores.base import StoreBase, TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
@@ -47,7 +47,7 @@ class Claims:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         instance_id: str,
@@ -98,7 +98,7 @@ class Claims:
             return 0
         self._claiming += 1
         try:
-            offers = keeps_offers(self.store)
+            offers = self.store.offers()
             if offers is None:
                 claimed = await self.store.claim(self.instance_id, room)
             else:  # only what this engine can run: the rest waits for a worker that knows its tool
@@ -139,7 +139,7 @@ class Claims:
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             return "gone" if record is None else record.status
-        if record.tool not in self.tools and keeps_offers(self.store) is not None:
+        if record.tool not in self.tools and self.store.offers() is not None:
             raise NotServedHere(task_id, record.tool)  # another worker may know it (a rolling deploy)
         if record.runner is not None:
             live = await self.store.live_runners()
@@ -202,13 +202,9 @@ class Claims:
     async def _replay(self, run: TaskRun, tool: TaskTool) -> bool:
         """Read the journal a claimed durable run replays from; False when the store failed
         (the task is released for a later claim)."""
-        store = self.store
-        if not isinstance(store, KeepsJournal):
-            run.journal = self.records.journal_for(tool, run.task_id, run.owner)
-            return True
         try:
             entries = await self.config.store_retry.run(
-                partial(store.read_journal, run.task_id),
+                partial(self.store.read_journal, run.task_id),
                 permanent=self.records.permanent_errors,
                 what=f"reading the journal of task {run.task_id}",
             )
@@ -227,13 +223,11 @@ class Claims:
 
 class QueuedAdmission:
     """Admission of a new task whose body runs elsewhere: `Limits.max_active_per_owner` counted
-    in the store, queued or running wherever they are (`CountsActive`)."""
+    in the store, queued or running wherever they are (`StoreBase.count_active`)."""
 
-    def __init__(self, store: TaskStore, config: EngineConfig) -> None:
+    def __init__(self, store: StoreBase, config: EngineConfig) -> None:
         self.store = store
         self.config = config
-        self._uncounted = False
-        """Whether the warning that the store cannot count an owner's active tasks was logged."""
 
     async def check(self, owner: str) -> None:
         """Refuse a create over the owner's share. Creates of one owner in flight at the same
@@ -243,17 +237,7 @@ class QueuedAdmission:
         per_owner = limits.active_share
         if per_owner is None:
             return
-        store = self.store
-        if not isinstance(store, CountsActive):
-            if not self._uncounted:
-                self._uncounted = True
-                logger.warning(
-                    "the task store %r cannot count an owner's active tasks (count_active): "
-                    "Limits.max_active_per_owner is not enforced for tasks run by workers",
-                    store,
-                )
-            return
-        if await store.count_active(owner) >= per_owner:
+        if await self.store.count_active(owner) >= per_owner:
             raise TooManyTasks("owner", per_owner, max(1, round(limits.retry_after * 1000)))
 
     async def create(
@@ -275,7 +259,7 @@ class QueuePlacement:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         records: RecordWriter,
         host: LocalHost,
         admission: QueuedAdmission,

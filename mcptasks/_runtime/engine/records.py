@@ -25,7 +25,7 @@ from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_p
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
 from mcptasks.errors import ProtocolError
-from mcptasks.stores.base import KeepsJournal, TaskExists, TaskRecord, TaskStore
+from mcptasks.stores.base import StoreBase, TaskExists, TaskRecord
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
 logger = logging.getLogger("mcptasks")
@@ -70,7 +70,7 @@ class RecordWriter:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         tools: dict[str, TaskTool],
         instance_id: str,
@@ -91,8 +91,6 @@ class RecordWriter:
         """Ends of tasks that could not be recorded because the store kept failing."""
         self._vanished: set[str] = set()
         """Runs that ended since the last `take_vanished` and found their record gone."""
-        self._unjournalled: set[str] = set()
-        """Durable tools already warned about: the store keeps no journal."""
         self._owner_journals = OwnerJournals()
         """The journal bytes of each owner's durable runs here (`Limits.max_journal_bytes_per_owner`)."""
 
@@ -320,20 +318,16 @@ class RecordWriter:
     def journal_for(
         self, tool: TaskTool, task_id: str, owner: str, entries: list[str] | None = None
     ) -> Journal | None:
-        """A journal for a run of `tool` (None: it is not durable, or the store keeps none)."""
+        """A journal for a run of `tool` (None: it is not durable). A store without a journal of
+        its own keeps nothing there (`adopt_store` says so once)."""
         if not tool.durable:
             return None
-        store = self.store
-        if not isinstance(store, KeepsJournal):
-            if tool.name not in self._unjournalled:
-                self._unjournalled.add(tool.name)
-                logger.warning(
-                    "task tool %r is durable, but the task store %r keeps no journal "
-                    "(append_journal/read_journal): its body re-runs from the top when its run is lost",
-                    tool.name,
-                    store,
-                )
-            return None
         return Journal(
-            store, task_id, tool.name, self.config.limits, entries, owner=owner, owners=self._owner_journals
+            self.store,
+            task_id,
+            tool.name,
+            self.config.limits,
+            entries,
+            owner=owner,
+            owners=self._owner_journals,
         )

@@ -31,7 +31,7 @@ from mcptasks._runtime.journal import encoded
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import describe
-from mcptasks.stores.base import KeepsJournal, TaskRecord, TaskStore
+from mcptasks.stores.base import StoreBase, TaskRecord
 
 logger = logging.getLogger("mcptasks")
 
@@ -46,7 +46,7 @@ class ExecutorPlacement:
         executor: Executor,
         *,
         works: bool,
-        store: TaskStore,
+        store: StoreBase,
         config: EngineConfig,
         instance_id: str,
         observer: EngineObserver | None,
@@ -125,11 +125,9 @@ class ExecutorPlacement:
             await close_body(prepared.body)
         if held is not None:
             return same_call(held, record)
-        if prepared is not None:
-            store = self.store
-            if tool.durable and isinstance(store, KeepsJournal):
-                for position, entry in enumerate(prepared.entries):
-                    await store.append_journal(record.task_id, position, encoded(entry))
+        if prepared is not None and tool.durable:
+            for position, entry in enumerate(prepared.entries):
+                await self.store.append_journal(record.task_id, position, encoded(entry))
         executor = self.executor
         try:
             await executor.submit(record)
