@@ -334,10 +334,17 @@ class TasksProtocol:
         return await self._inline(call, declared, peer)
 
     async def _start(
-        self, call: _Call, prepared: StartedBody | None = None, *, asking: bool = True, defer: bool = False
+        self,
+        call: _Call,
+        prepared: StartedBody | None = None,
+        *,
+        asking: bool = True,
+        defer: bool = False,
+        related: StoreRelatedTasks | None = None,
     ) -> TaskRecord:
         """Create the call's task (`asking`: its body may ask what the client declared it answers;
-        `defer`: `TaskEngine.start`'s, the caller calls `settled` next)."""
+        `defer`: `TaskEngine.start`'s, the caller calls `settled` next; `related`: the related
+        tasks already checked for this call, else they are checked here)."""
         with reported_as_unavailable(self.engine.store):
             return await self.engine.start(
                 call.tool,
@@ -347,7 +354,7 @@ class TasksProtocol:
                 prepared=prepared,
                 idempotency_key=idempotency_key(call.meta),
                 client_capabilities=input_capabilities(call.declared) if asking else None,
-                related_task_ids=await self._related(call),
+                related_task_ids=related.ids if related is not None else await self._related(call),
                 defer=defer,
             )
 
@@ -397,7 +404,7 @@ class TasksProtocol:
             error = outcome_of_abort(exc, tool.name).error
             assert error is not None
             raise ProtocolError(int(error["code"]), str(error["message"]), error.get("data")) from None
-        record = await self._start(call, prepared)
+        record = await self._start(call, prepared, related=related)
         return create_task_result(record, self.engine.poll_interval_ms(record))
 
     async def _started_for_model(self, call: _Call) -> dict[str, Any]:
