@@ -21,6 +21,7 @@ from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel
 from mcptasks._authoring.threaded import OwnerThreads, ThreadShare
 from mcptasks._authoring.tool import TaskTool
+from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import (
     STOPPED,
@@ -40,9 +41,10 @@ from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.records import HALTED, RecordWriter, same_call
 from mcptasks._runtime.engine.runs import RunRegistry
 from mcptasks._runtime.executor import Executor
-from mcptasks._runtime.ledger import Transition
+from mcptasks._runtime.ledger import PARKED, Transition
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver, follows_runs
+from mcptasks._runtime.outages import describe
 from mcptasks._runtime.related import related_of
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
@@ -59,6 +61,9 @@ class LocalHost:
 
     executor: Executor | None = None
     takes_queued = True
+    parks_in_store = False
+    """Whether a durable body waiting for answers waits in the store (`EngineConfig.park_waiting`,
+    and always on an executor's workers), not here."""
 
     def __init__(
         self,
@@ -239,6 +244,9 @@ class LocalHost:
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         """Nothing to start: bodies run in the engine's task group."""
 
+    async def unparked(self, record: TaskRecord) -> None:
+        """Nothing to do: the store's change announcement wakes the claim loops."""
+
     async def stop(self, task_id: str) -> None:
         """Nothing to release: `cancel` stopped the body."""
 
@@ -262,6 +270,43 @@ class LocalHost:
         if run.deadline is not None:
             wake_at = min(wake_at, run.deadline)
         question.wakeup = self._wakeups.set_at(wake_at, run.poke)
+
+    async def _park_anywhere(
+        self, run: TaskRun, tool: TaskTool, question: OpenQuestion, channel: BodyChannel
+    ) -> None:
+        """Park a waiting body in the store when it is durable (`_park_in_store`), else here."""
+        if not (tool.durable and run.journal is not None and self.parks_in_store):
+            self._park(run, question, channel)
+            return
+        with anyio.CancelScope(shield=True):  # a stop meanwhile is seen below
+            try:
+                written = await self.records.mutate(
+                    run.task_id, ledger.parked_by(self.instance_id, run.attempt), known=run.record
+                )
+            except Exception as exc:  # it waits here, and tries the store again when it wakes
+                logger.warning("could not park task %s in the store (%s)", run.task_id, describe(exc))
+                self._park(run, question, channel)
+                return
+            if written is not None and written.runner == PARKED:
+                await self._park_in_store(run, question)
+                return
+        # Answered, ended or stopped meanwhile: resume the body now, it reads its record again.
+        self._park(run, question, channel)
+        run.poke()
+
+    async def _park_in_store(self, run: TaskRun, question: OpenQuestion) -> None:
+        """The durable body of `run` waits in the store (`ledger.PARKED`): its run is over here and
+        its generator closed; the answer that leaves nothing outstanding queues the task again, and
+        the worker that claims it replays the body from its journal to the question."""
+        self.runs.drop(run.task_id)
+        body, question.body = question.body, None
+        try:  # its `finally:` blocks run now (a `with` block open around the question cannot park)
+            await close_body(body)
+        except Exception:
+            logger.warning("task %s: its body raised while it was closed to park", run.task_id, exc_info=True)
+        if self.observer is not None:
+            self.observer.settled(run.task_id)
+        logger.debug("task %s waits for answers in the store (parked)", run.task_id)
 
     def _execute(
         self,
@@ -305,7 +350,7 @@ class LocalHost:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.config.limits.max_result_bytes)
                 except Parked as parked:  # it waits for answers without this task
-                    self._park(run, parked.question, channel)
+                    await self._park_anywhere(run, tool, parked.question, channel)
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
