@@ -53,6 +53,8 @@ RESUME_SIGNAL = "mcptasks.resume"
 """The signal that tells a workflow whose body is parked that its answers came."""
 PARKED_STATUS = "parked"
 """What the body activity returns when the durable body waits for answers in the store."""
+CACHED_WORKFLOWS = 1000
+"""The most workflows a worker keeps cached (Temporal's default); fewer with a `--concurrency`."""
 RECHECK = timedelta(hours=1)
 """How long a workflow whose body is parked waits for `RESUME_SIGNAL` before it looks again."""
 _NOT_SERVED_RETRY = timedelta(seconds=1)
@@ -244,6 +246,11 @@ class TemporalExecutor:
             workflows=[TaskWorkflow],
             activities=[_BodyActivity(host).run_task],
             max_concurrent_activities=limit if limit is not None else 1000,
+            # Workflows whose body is parked wait in the cache too: keep it near the running ones
+            # (an evicted workflow replays its short history when its signal comes).
+            max_cached_workflows=CACHED_WORKFLOWS
+            if limit is None
+            else min(CACHED_WORKFLOWS, 2 * limit + 100),
             graceful_shutdown_timeout=timedelta(seconds=1),
         )
         async with worker:

@@ -307,6 +307,10 @@ class LocalHost:
         if self.observer is not None:
             self.observer.settled(run.task_id)
         logger.debug("task %s waits for answers in the store (parked)", run.task_id)
+        try:  # its slot is free: claim loops (this engine's too) wake to fill it
+            await self.store.publish(run.task_id)
+        except Exception:
+            logger.debug("could not announce that task %s parked", run.task_id, exc_info=True)
 
     def _execute(
         self,
