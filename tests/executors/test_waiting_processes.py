@@ -29,6 +29,7 @@ from engines import TemporalDevServer, dbos_postgres_database, drop_database, po
 from processes import ROOT, ServerProcess, clean_env, free_port, process_test_marks, wait_accepting
 from sdk_helpers import Tasks, accept, the_input_request
 
+from mcptasks._runtime import ledger
 from mcptasks._runtime.ledger import PARKED
 from mcptasks._runtime.operator import open_store
 
@@ -183,6 +184,17 @@ async def test_many_waiting_tasks_hold_no_worker_slot_and_each_completes_when_an
                 assert (await tasks.get(task_id))["status"] == "input_required"
             answered = task_ids[-1:] + task_ids[: ANSWERED - 1]  # the last one created, and the first ones
             done = [await answer(tasks, task_id) for task_id in answered]
+            # an answer written straight into the store by another process (as an operator tool
+            # does) queues the task the same way; the placement notices it by itself
+            by_operator = task_ids[ANSWERED + 1]
+            async with open_store(store) as opened:
+                record = await opened.get(by_operator)
+                assert record is not None
+                (key,) = record.input_requests
+                change = ledger.answered({key: accept(confirm=True)}, {})
+                assert (await ledger.apply(opened, by_operator, change)).runner is None
+            done.append(await tasks.finish(by_operator))
+            answered.append(by_operator)
             cancelled = task_ids[ANSWERED]
             await tasks.cancel(cancelled)
             after = await tasks.finish(cancelled)
