@@ -163,6 +163,23 @@ async def parked(store: str, task_ids: list[str], *, within: float) -> set[str]:
     return found
 
 
+async def temporal_status(url: str, task_id: str) -> str:
+    """The status of the task's Temporal workflow once it no longer runs (fails after `BOUND`)."""
+    from temporalio.client import Client, WorkflowExecutionStatus
+
+    from mcptasks.executors.temporal import workflow_id
+
+    target = url.removeprefix("temporal://").split("/", 1)[0]
+    client = await Client.connect(target, namespace="default")
+    handle = client.get_workflow_handle(workflow_id(task_id))
+    with anyio.fail_after(BOUND):
+        while True:
+            status = (await handle.describe()).status
+            if status is not None and status != WorkflowExecutionStatus.RUNNING:
+                return status.name
+            await anyio.sleep(0.1)
+
+
 async def answer(tasks: Tasks, task_id: str) -> dict[str, Any]:
     waiting = await tasks.wait_input(task_id, count=1)
     key, _ = the_input_request(waiting)
@@ -210,6 +227,8 @@ async def test_many_waiting_tasks_hold_no_worker_slot_and_each_completes_when_an
             if task_id not in answered:
                 assert counted[("apply", "start")] == 0, counted
         assert after["status"] == "cancelled", after
+        if placement.startswith("temporal://"):  # the workflow waiting for its answer ended too
+            assert await temporal_status(placement, cancelled) == "CANCELED"
         async with open_store(store) as opened:
             still = await opened.get(task_ids[-2])
         assert still is not None and still.status == "input_required" and still.runner == PARKED
