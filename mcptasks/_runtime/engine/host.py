@@ -8,6 +8,7 @@ engine). Every placement runs bodies here in the end: claims and executor worker
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from contextvars import copy_context
@@ -93,6 +94,8 @@ class LocalHost:
         """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._threads = OwnerThreads(config.limits.threads, config.limits.thread_share)
         """The worker threads of `def` bodies (`Limits.threads`, `threads_per_owner`)."""
+        self._for_slots: deque[TaskRun] = deque()
+        """Parked bodies woken while every slot of `max_concurrent` was taken, first in first out."""
 
     def open(self, task_group: TaskGroup) -> None:
         """Run bodies in `task_group` from now on (and its wake-up duty)."""
@@ -156,6 +159,10 @@ class LocalHost:
         group = self._group
         if run.parked is None or group is None or not self.runs.hosts(run):
             return
+        if self._no_slot(run):
+            if run not in self._for_slots:
+                self._for_slots.append(run)
+            return
         question = run.unpark()
         assert question is not None and question.context is not None
         if isinstance(question.wakeup, Wakeup):
@@ -164,6 +171,19 @@ class LocalHost:
             group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, Parked(question)
         )
         question.context.run(start, name=BODY_TASK_NAME)
+
+    def _no_slot(self, run: TaskRun) -> bool:
+        """Whether `run`'s parked body, woken, must wait for a slot of `max_concurrent` (bodies
+        waiting for answers hold none; a stopping body does not wait)."""
+        limit = self.config.max_concurrent
+        return (
+            limit is not None and run.stopped_at is None and not self._closing and self.runs.busy() >= limit
+        )
+
+    def _slot_freed(self) -> None:
+        """A body gave its task up (it ended or waits): resume the woken bodies waiting for a slot."""
+        while self._for_slots and not self._no_slot(self._for_slots[0]):
+            self.resume(self._for_slots.popleft())
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -270,6 +290,7 @@ class LocalHost:
         if run.deadline is not None:
             wake_at = min(wake_at, run.deadline)
         question.wakeup = self._wakeups.set_at(wake_at, run.poke)
+        self._slot_freed()
 
     async def _park_anywhere(
         self, run: TaskRun, tool: TaskTool, question: OpenQuestion, channel: BodyChannel
@@ -307,6 +328,7 @@ class LocalHost:
         if self.observer is not None:
             self.observer.settled(run.task_id)
         logger.debug("task %s waits for answers in the store (parked)", run.task_id)
+        self._slot_freed()
         try:  # its slot is free: claim loops (this engine's too) wake to fill it
             await self.store.publish(run.task_id)
         except Exception:
@@ -378,7 +400,10 @@ class LocalHost:
             self._group.start_soon(self._settle, run, outcome)
 
     async def _settle(self, run: TaskRun, outcome: Outcome | None) -> None:
-        await self.ends.settle(run, outcome, closing=self._closing)
+        try:
+            await self.ends.settle(run, outcome, closing=self._closing)
+        finally:
+            self._slot_freed()
 
     def _begin(
         self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope, resumed: Parked | None

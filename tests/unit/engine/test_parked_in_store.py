@@ -43,10 +43,26 @@ async def plain_gate() -> Any:
     yield Result({"answer": answer.data})
 
 
+events: list[tuple[str, str]] = []
+"""What `held_gate` bodies did, in order: ("resumed", task id) past the answer, ("ended", task id)."""
+release: list[anyio.Event] = []
+
+
+@task_tool
+async def held_gate(ctx: TaskContext) -> Any:
+    answer = yield Elicit("go?")
+    events.append(("resumed", ctx.task_id or ""))
+    await release[0].wait()
+    events.append(("ended", ctx.task_id or ""))
+    yield Result({"answer": answer.data})
+
+
 @asynccontextmanager
 async def engine_on(path: Path, **config: Any) -> AsyncIterator[TaskEngine]:
     settings = EngineConfig(park_waiting=True, max_concurrent=1, claim_interval=0.05, **config)
-    async with TaskEngine(SqliteTaskStore(path), config=settings, tools=[gate, plain_gate]) as engine:
+    async with TaskEngine(
+        SqliteTaskStore(path), config=settings, tools=[gate, plain_gate, held_gate]
+    ) as engine:
         yield engine
 
 
@@ -108,6 +124,37 @@ async def test_a_body_that_is_not_durable_waits_in_memory_without_a_slot(tmp_pat
         done = await wait_for_status(creator, first, "completed")
         assert done.result["structuredContent"] == {"answer": {"value": "a"}}
         await wait_for_status(creator, second, "completed")
+
+
+async def test_answered_bodies_waiting_in_memory_resume_one_slot_at_a_time(tmp_path: Path) -> None:
+    events.clear()
+    release[:] = [anyio.Event()]
+    path = tmp_path / "t.db"
+    async with (
+        engine_on(path, run_tasks=False) as creator,
+        engine_on(path, input_poll_interval=0.1) as worker,
+    ):
+        ids = [(await creator.start(held_gate, {}, owner=ANONYMOUS_OWNER)).task_id for _ in range(2)]
+        for task_id in ids:  # both wait, with max_concurrent=1
+            await wait_for_status(creator, task_id, "input_required")
+        for task_id in ids:
+            await answer(creator, task_id, "go")
+        with anyio.fail_after(10):
+            while True:
+                if events:
+                    break
+                await anyio.sleep(0.01)
+        with anyio.move_on_after(0.5):  # a bounded negative check: the other waits for the slot
+            while True:
+                if len(events) > 1:
+                    break
+                await anyio.sleep(0.01)
+        assert len(events) == 1 and worker.active_runs == 2, events
+        release[0].set()
+        for task_id in ids:
+            await wait_for_status(creator, task_id, "completed")
+    first, second = events[0][1], events[2][1]
+    assert events == [("resumed", first), ("ended", first), ("resumed", second), ("ended", second)]
 
 
 def test_the_ledger_parks_only_a_waiting_run_and_an_answer_queues_it_again() -> None:
