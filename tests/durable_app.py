@@ -18,6 +18,7 @@ kill the server inside it and the re-run is quick.
 "a" (default) does a step then asks a question, variant "b" does the step then another step, so
 a server restarted with the other variant replays a body that diverges from its journal.
 `salvage` (a `def` generator) catches the `StepFailed` of two failing steps, then asks.
+`gate` is `approve` with a timeout (`GATE_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -179,6 +180,21 @@ async def approve(ctx: TaskContext) -> AsyncGenerator[Any, Any]:
     note(task_id, "body", "start")
     plan = await ctx.step(prepare, task_id)
     yield f"prepared {plan}"
+    answer = yield Elicit(f"Apply {plan}?", schema=Confirm)
+    outcome = await ctx.step(apply, task_id, plan, _confirmed(answer))
+    yield Result({"outcome": outcome, "pid": os.getpid()})
+
+
+GATE_TIMEOUT = 8.0
+"""The timeout of `gate` (seconds): long enough for its body to reach its question and park."""
+
+
+@app.task_tool(durable=True, poll_interval=0.1, timeout=GATE_TIMEOUT)
+async def gate(ctx: TaskContext) -> AsyncGenerator[Any, Any]:
+    """`approve` with a timeout, which keeps counting while the body waits parked."""
+    task_id = ctx.task_id or ""
+    note(task_id, "body", "start")
+    plan = await ctx.step(prepare, task_id)
     answer = yield Elicit(f"Apply {plan}?", schema=Confirm)
     outcome = await ctx.step(apply, task_id, plan, _confirmed(answer))
     yield Result({"outcome": outcome, "pid": os.getpid()})

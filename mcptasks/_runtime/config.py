@@ -63,6 +63,11 @@ class EngineConfig:
     """Seconds between deletions of expired records."""
     input_poll_interval: float = 5.0
     """Seconds between re-reads of a task waiting for input (notifications wake it sooner)."""
+    park_waiting: bool = False
+    """Let a durable body that waits for answers wait in the store instead of on this engine: its
+    claim and memory are given up, and the worker that claims it once answered replays it from its
+    journal (`mcptasks worker` turns it on unless `MCPTASKS_PARK_WAITING` says otherwise; an
+    executor's workers always do it)."""
     poll_limit: PollLimit = "off"
     """What a `tasks/get` sooner than `poll_tolerance` x `pollIntervalMs` after the previous one
     gets: `"off"` (served), `"delay"` (served after a wait) or `"reject"` (-32000)."""
@@ -241,6 +246,7 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "poll_tolerance": lambda value: _number(value) and 0 < value <= 1,  # type: ignore[operator]
     "adaptive_poll_max": _optional(_positive),
     "recover_orphans": _flag_value,
+    "park_waiting": _flag_value,
     "heartbeat_thread": _flag_value,
     "wedge_limit": lambda value: _number(value) and value >= 5,  # type: ignore[operator]
     "limits": lambda value: isinstance(value, Limits),
@@ -275,6 +281,7 @@ _RULES = {
     "poll_tolerance": "must be a number in (0, 1]",
     "adaptive_poll_max": "must be a positive number of seconds or None",
     "recover_orphans": "must be True or False",
+    "park_waiting": "must be True or False",
     "heartbeat_thread": "must be True or False",
     "wedge_limit": "must be at least 5 seconds",
     "limits": "must be a Limits",

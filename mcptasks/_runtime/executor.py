@@ -54,7 +54,8 @@ class ExecutorHost(Protocol):
         """Claim the task and run its body here until it ends; return its final status.
 
         Returns at once with the status of a task that already ended (or `"gone"`), so a repeated
-        call is harmless. Raises `HeldElsewhere` when another live runner holds it, `HandedOver`
+        call is harmless, and `"parked"` when its durable body waits for answers in the store
+        (then the executor holds nothing for it until `Executor.resume`). Raises `HeldElsewhere` when another live runner holds it, `HandedOver`
         when the body stopped without ending the task and `NotServedHere` when this worker does
         not know its tool (run it on another worker).
         """
@@ -87,6 +88,11 @@ class Executor(Protocol):
 
     async def submit(self, record: TaskRecord) -> None:
         """Start running the new task `record` (idempotent: a second submit starts nothing)."""
+
+    async def resume(self, record: TaskRecord) -> None:
+        """The durable body of the task waited for answers in the store (`run_task` returned
+        `"parked"`, holding no worker) and they came: run the task again (idempotent; `reconcile`
+        also resumes a task answered where no engine with this executor saw it)."""
 
     async def stop(self, task_id: str) -> None:
         """The task's record is terminal (cancelled): release whatever the executor holds for it."""

@@ -25,6 +25,11 @@ logger = logging.getLogger("mcptasks")
 Transition = Callable[[TaskRecord], "TaskRecord | None"]
 """A pure change of one record (None: leave it as it is)."""
 
+PARKED = "~parked"
+"""The runner of a durable task whose body waits for answers in the store, not on a worker: no
+claim takes it (claims take `runner` None), recovery leaves it alone (no worker holds it), and
+the answer that leaves no question outstanding queues it again (`answered`)."""
+
 
 def retained(record: TaskRecord, ttl_ms: int, since: float | None = None) -> TaskRecord | None:
     """`record` kept until one `ttl_ms` after `since` (default now), when that is later than its
@@ -61,6 +66,7 @@ def answered(responses: Mapping[str, Any], accepted: dict[str, Any]) -> Transiti
             input_requests=outstanding,
             input_responses={**record.input_responses, **accepted},
             status="input_required" if outstanding else "working",
+            runner=None if record.runner == PARKED and not outstanding else record.runner,
         )
 
     return change
@@ -157,6 +163,18 @@ def claimed_by(runner: str) -> Transition:
 
     def change(record: TaskRecord) -> TaskRecord | None:
         return record.evolve(runner=runner) if record.runner is None and not record.terminal else None
+
+    return change
+
+
+def parked_by(runner: str, attempt: int) -> Transition:
+    """`runner`'s durable body waits for answers in the store (`PARKED`): it gives its claim up
+    while a question is outstanding (nothing once all are answered, or the run is not the task's)."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.runner != runner or record.attempt != attempt or not record.input_requests:
+            return None
+        return record.evolve(runner=PARKED)
 
     return change
 

@@ -16,7 +16,7 @@ import anyio
 
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime.driver import Outcome
-from mcptasks._runtime.ledger import handed_over, requeued
+from mcptasks._runtime.ledger import PARKED, handed_over, requeued
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
@@ -37,7 +37,7 @@ def abandoned(
     A record of this instance id that does not run here was left by an earlier life of the
     instance, unless a claim is registering it right now (`claiming`).
     """
-    if record.runner is None or here:
+    if record.runner is None or record.runner == PARKED or here:
         return False
     if record.runner == instance_id:
         return not claiming

@@ -547,10 +547,14 @@ class TaskRun:
         """Add the requests to the record under fresh, never reused keys (or the `chosen` ones,
         which a durable run journalled); return the keys."""
         keys: list[str] = list(chosen)
+        issued = False
 
         def issue(record: TaskRecord) -> TaskRecord | None:
+            nonlocal issued
+            issued = False
             if keys and all(k in record.input_requests or k in record.input_responses for k in keys):
-                return None  # an earlier try landed although its reply was lost (keys are never reused)
+                return None  # an earlier try landed (its reply lost), or a replay asks again
+            issued = True
             counter = record.input_key_counter
             if chosen:
                 counter = max(counter, self.keys_issued)
@@ -562,8 +566,8 @@ class TaskRun:
         written = await self._write(issue, "asking for input")
         if written is None:
             await self._halt()
-        else:
-            log_task("input_required", written)
+        elif issued or any(key in written.input_requests for key in keys):
+            log_task("input_required", written)  # not for a replay of a question answered already
         return tuple(keys)
 
     async def _await_answers(self, keys: tuple[str, ...], parking: Question | None) -> list[Any]:

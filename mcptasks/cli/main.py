@@ -126,13 +126,18 @@ def _exit_when_stuck(stuck: list[str]) -> None:
     os._exit(1)
 
 
-def _configure(extension: Any, *, run_tasks: bool | None = None, **flags: Any) -> None:
-    """Apply the `MCPTASKS_*` environment, then the flags, to the extension's configuration."""
+def _configure(
+    extension: Any, *, run_tasks: bool | None = None, park_waiting: bool = False, **flags: Any
+) -> None:
+    """Apply the `MCPTASKS_*` environment, then the flags, to the extension's configuration
+    (`park_waiting`: turn `EngineConfig.park_waiting` on unless the environment sets it)."""
     from dataclasses import replace
 
     config = _configured(extension.config, **flags)
     if run_tasks is not None:
         config = replace(config, run_tasks=run_tasks)
+    if park_waiting and "MCPTASKS_PARK_WAITING" not in os.environ:
+        config = replace(config, park_waiting=True)
     extension.configure(config)
 
 
@@ -389,6 +394,7 @@ def work(
         lease_ttl=lease_ttl,
         concurrency=concurrency,
         run_tasks=True,
+        park_waiting=True,
         executor=executor,
         no_worker_timeout=no_worker_timeout,
     )

@@ -12,6 +12,7 @@ from typing import TypeVar
 import anyio
 
 from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
+from mcptasks._runtime.ledger import PARKED
 from mcptasks.stores.base import TaskRecord
 
 C = TypeVar("C")
@@ -36,13 +37,15 @@ def connected(client: C | None, system: str) -> C:
 
 def due_for_reconcile(active: Sequence[TaskRecord], live: set[str]) -> list[TaskRecord]:
     """The records `reconcile` checks (at most `RECONCILE_BATCH`): no live runner holds them and
-    they are older than `SUBMIT_GRACE`."""
+    they are older than `SUBMIT_GRACE`; tasks parked in the store (`PARKED`, waiting for answers
+    with nothing to run) last, so many of them cannot crowd out a task that needs its workflow."""
     now = time.time()
     due = [
         record
         for record in active
         if (record.runner is None or record.runner not in live) and now - record.created_at > SUBMIT_GRACE
     ]
+    due.sort(key=lambda record: record.runner == PARKED)  # stable: the store's order otherwise
     return due[:RECONCILE_BATCH]
 
 

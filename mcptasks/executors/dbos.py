@@ -28,18 +28,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowStatus
 from dbos import error as dbos_errors
 
 from mcptasks._runtime.executor import ExecutorHost, HandedOver, HeldElsewhere, NotServedHere
+from mcptasks._runtime.ledger import PARKED
 from mcptasks.executors._reconcile import RECONCILE_BATCH as RECONCILE_BATCH
 from mcptasks.executors._reconcile import (
     connected,
@@ -67,6 +69,9 @@ DEFAULT_WORKER_CONCURRENCY = 100
 _ENDED = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS workflow statuses after which the workflow runs no more."""
 _SCHEMES = ("dbos+postgresql", "dbos+postgres", "dbos+sqlite")
+PARKED_STATUS = "parked"
+"""What the step returns when the durable body waits for answers in the store: the workflow
+ends with it (freeing its slot on the queue) and `resume` enqueues a new one for the task."""
 
 
 # -- the worker side: the workflow, its step and the engine they run on --------------------------
@@ -151,6 +156,12 @@ async def _task_workflow(task_id: str) -> str:
 DBOS.workflow(name=WORKFLOW_NAME)(_task_workflow)
 
 
+def resume_id(record: TaskRecord) -> str:
+    """The id of the workflow that runs a task again after its body parked at the question whose
+    keys end at `record.input_key_counter`."""
+    return f"{workflow_id(record.task_id)}-r{record.input_key_counter}"
+
+
 # -- the executor ---------------------------------------------------------------------------------
 
 
@@ -195,13 +206,27 @@ class DBOSExecutor:
 
     @classmethod
     def from_url(cls, url: str) -> DBOSExecutor:
-        """`dbos+postgresql://USER@HOST:PORT/DB` or `dbos+sqlite:///PATH` (DBOS's system database)."""
-        scheme = urlsplit(url).scheme
-        if scheme not in _SCHEMES:
+        """`dbos+postgresql://USER@HOST:PORT/DB` or `dbos+sqlite:///PATH` (DBOS's system database),
+        with an optional `polling_interval=SECONDS` query parameter (taken off the URL)."""
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES:
             raise ValueError(
                 f"a DBOS executor URL is dbos+postgresql://USER@HOST:PORT/DB or dbos+sqlite:///PATH, got {url!r}"
             )
-        return cls(url.removeprefix("dbos+"))
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        polling = [value for name, value in query if name == "polling_interval"]
+        if not polling:
+            return cls(url.removeprefix("dbos+"))
+        rest = urlencode([(name, value) for name, value in query if name != "polling_interval"])
+        base = url.removeprefix("dbos+").partition("?")[0]
+        system_db = f"{base}?{rest}" if rest else base
+        try:
+            interval = float(polling[-1])
+        except ValueError:
+            interval = math.nan
+        if not interval > 0 or math.isinf(interval):
+            raise ValueError(f"polling_interval must be a positive number of seconds, got {polling[-1]!r}")
+        return cls(system_db, polling_interval=interval)
 
     def __repr__(self) -> str:
         return f"DBOSExecutor({redact_url(self.system_database_url)!r}, app_name={self.app_name!r}, queue={self.queue!r})"
@@ -298,13 +323,17 @@ class DBOSExecutor:
 
     async def submit(self, record: TaskRecord) -> None:
         """Enqueue the task's workflow (a workflow already enqueued for it is left as it is)."""
+        await self._enqueue(record.task_id, workflow_id(record.task_id))
+
+    async def resume(self, record: TaskRecord) -> None:
+        """Enqueue a workflow that runs the task again: its durable body waited for answers in
+        the store, its workflow ended as parked, and the answers came (one workflow per park,
+        named after the question's keys, so a second resume starts nothing)."""
+        await self._enqueue(record.task_id, resume_id(record))
+
+    async def _enqueue(self, task_id: str, wf_id: str) -> None:
         await self.client.enqueue_async(
-            {
-                "queue_name": self.queue,
-                "workflow_name": WORKFLOW_NAME,
-                "workflow_id": workflow_id(record.task_id),
-            },
-            record.task_id,
+            {"queue_name": self.queue, "workflow_name": WORKFLOW_NAME, "workflow_id": wf_id}, task_id
         )
 
     async def stop(self, task_id: str) -> None:
@@ -328,13 +357,25 @@ class DBOSExecutor:
         if not queued:
             return 0
         ids = {workflow_id(record.task_id): record for record in queued}
+        resumes = {resume_id(record): record for record in queued if record.input_key_counter}
         found = await self.client.list_workflows_async(
-            workflow_ids=list(ids), load_input=False, load_output=False
+            workflow_ids=[*ids, *resumes], load_input=False, load_output=False
         )
         statuses = {status.workflow_id: status for status in found}
         changed = 0
         for wf_id, record in ids.items():
-            changed += await self._reconcile_one(record, statuses.get(wf_id), live)
+            status = statuses.get(wf_id)
+            if status is not None and status.status == "SUCCESS":  # it parked: a resume runs it
+                if record.runner == PARKED:
+                    continue  # it waits for answers
+                resumed = statuses.get(resume_id(record))
+                if resumed is None:  # answered where no engine with this executor saw it
+                    logger.info("task %s was answered while parked; running it again", record.task_id)
+                    await self.resume(record)
+                    changed += 1
+                    continue
+                status = resumed
+            changed += await self._reconcile_one(record, status, live)
         return changed
 
     async def _reconcile_one(self, record: TaskRecord, status: WorkflowStatus | None, live: set[str]) -> int:

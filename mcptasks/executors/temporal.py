@@ -16,6 +16,7 @@ codec where people who may not hold task ids can read them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -48,6 +49,14 @@ logger = logging.getLogger("mcptasks")
 WORKFLOW_NAME = "mcptasks.Task"
 ACTIVITY_NAME = "mcptasks.run_task"
 DEFAULT_TASK_QUEUE = "mcptasks"
+RESUME_SIGNAL = "mcptasks.resume"
+"""The signal that tells a workflow whose body is parked that its answers came."""
+PARKED_STATUS = "parked"
+"""What the body activity returns when the durable body waits for answers in the store."""
+CACHED_WORKFLOWS = 1000
+"""The most workflows a worker keeps cached (Temporal's default); fewer with a `--concurrency`."""
+RECHECK = timedelta(hours=1)
+"""How long a workflow whose body is parked waits for `RESUME_SIGNAL` before it looks again."""
 _NOT_SERVED_RETRY = timedelta(seconds=1)
 """When the body activity runs again after a worker that does not know the task's tool gave it
 back (Temporal picks any worker polling the queue; the task fails on `no_worker_timeout`)."""
@@ -55,11 +64,35 @@ back (Temporal picks any worker polling the queue; the task fails on `no_worker_
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
 class TaskWorkflow:
-    """One task: run its body activity until the task ends (retried wherever a worker is lost)."""
+    """One task: run its body activity until the task ends (retried wherever a worker is lost).
+
+    A durable body that waits for answers ends its activity as parked (`"parked"`): the workflow
+    then waits, holding no activity slot, for `RESUME_SIGNAL` (sent when the answers are
+    recorded) or a cancellation, and runs the activity again, which replays the body from its
+    journal on whichever worker takes it. It also looks again every `RECHECK` by itself (an
+    answer recorded where no engine could signal, a record that expired meanwhile).
+    """
+
+    def __init__(self) -> None:
+        self._resumes = 0
+
+    @workflow.signal(name=RESUME_SIGNAL)
+    def resume(self) -> None:
+        """The answers the parked body waits for may have come."""
+        self._resumes += 1
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> str:
-        """Run the body; return the task's final status."""
+        """Run the body (again after each park); return the task's final status."""
+        while True:
+            status = await self._run_body(start)
+            if status != PARKED_STATUS:
+                return status
+            with suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(lambda: self._resumes > 0, timeout=RECHECK)
+            self._resumes = 0
+
+    async def _run_body(self, start: dict[str, Any]) -> str:
         heartbeat = timedelta(seconds=float(start["heartbeat"]))
         status: str = await workflow.execute_activity(
             ACTIVITY_NAME,
@@ -213,6 +246,11 @@ class TemporalExecutor:
             workflows=[TaskWorkflow],
             activities=[_BodyActivity(host).run_task],
             max_concurrent_activities=limit if limit is not None else 1000,
+            # Workflows whose body is parked wait in the cache too: keep it near the running ones
+            # (an evicted workflow replays its short history when its signal comes).
+            max_cached_workflows=CACHED_WORKFLOWS
+            if limit is None
+            else min(CACHED_WORKFLOWS, 2 * limit + 100),
             graceful_shutdown_timeout=timedelta(seconds=1),
         )
         async with worker:
@@ -232,6 +270,14 @@ class TemporalExecutor:
                 # on dispatches the queue's tasks fairly across owners, not first in, first out
                 priority=Priority(fairness_key=owner_digest(record.owner)),
             )
+
+    async def resume(self, record: TaskRecord) -> None:
+        """Signal the task's workflow, waiting with its body parked, to run the body again."""
+        try:
+            await self.client.get_workflow_handle(workflow_id(record.task_id)).signal(RESUME_SIGNAL)
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise
 
     async def stop(self, task_id: str) -> None:
         """Cancel the task's workflow (its activity sees the cancellation at its next heartbeat)."""
@@ -262,6 +308,8 @@ class TemporalExecutor:
             return 1
         status = described.status
         if status in (None, WorkflowExecutionStatus.RUNNING):
+            if record.runner is None and record.input_key_counter:
+                await self.resume(record)  # perhaps answered where no engine could signal it
             return 0
         assert self._host is not None
         failure = None

@@ -9,7 +9,7 @@ each test launches (and destroys) the worker's DBOS once; a process can launch i
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +83,20 @@ class Calls:
         return f"did {what}"
 
 
-def approval_tool(calls: Calls) -> Any:
+def approval_tool(calls: Calls, *, parks: bool = True) -> Any:
+    """A step, a question, a step; with `parks` False, a `with` block is open around the
+    question, so the body waits for the answer inside its workflow instead of parking."""
+
     @task_tool(durable=True)
     async def approve(ctx: TaskContext) -> Yields:
         before = await ctx.step(calls, "before")
         yield "asking"
-        answer = yield Elicit("ship it?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+        question = Elicit("ship it?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+        if parks:
+            answer = yield question
+        else:
+            with nullcontext():  # a block open around the question: the body cannot park
+                answer = yield question
         after = await ctx.step(calls, "after")
         yield Result({"before": before, "after": after, "ok": answer.data["ok"]})
 
@@ -279,7 +287,7 @@ async def test_a_workflow_left_pending_by_a_stopped_worker_is_resumed_on_the_nex
 ) -> None:
     monkeypatch.setattr(_reconcile, "SUBMIT_GRACE", 0.0)
     calls = Calls()
-    tool = approval_tool(calls)
+    tool = approval_tool(calls, parks=False)  # it waits inside its workflow
     serve_config = EngineConfig(executor=executor_url, run_tasks=False, **QUICK)  # type: ignore[arg-type]
     work_config = EngineConfig(executor=executor_url, run_tasks=True, **QUICK)  # type: ignore[arg-type]
     async with TaskEngine(store_url, config=serve_config, tools=[tool]) as serve:

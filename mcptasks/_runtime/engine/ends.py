@@ -21,7 +21,7 @@ from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine.records import RecordWriter
 from mcptasks._runtime.engine.runs import RunRegistry
-from mcptasks._runtime.ledger import answered, cancelled
+from mcptasks._runtime.ledger import PARKED, answered, cancelled
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry, describe
 from mcptasks._runtime.recovery import lost_outcome, requeue
@@ -93,16 +93,20 @@ class RunEnds:
         finally:
             self.runs.drop(run.task_id)
 
-    async def answer(self, task_id: str, responses: Mapping[str, Any], known: TaskRecord) -> None:
-        """Record a client's answers to outstanding keys and wake the run waiting for them."""
+    async def answer(
+        self, task_id: str, responses: Mapping[str, Any], known: TaskRecord
+    ) -> TaskRecord | None:
+        """Record a client's answers to outstanding keys and wake the run waiting for them; the
+        record when they queued a task parked in the store again (its placement must run it)."""
         accepted: dict[str, Any] = {}
-        if await self.records.mutate(task_id, answered(responses, accepted), known=known) is None:
-            return
-        if accepted:
-            run = self.runs.get(task_id)
-            if run is not None:
-                run.poke()
-            await self.store.publish(task_id)
+        written = await self.records.mutate(task_id, answered(responses, accepted), known=known)
+        if written is None or not accepted:
+            return None
+        run = self.runs.get(task_id)
+        if run is not None:
+            run.poke()
+        await self.store.publish(task_id)  # claim loops wake: a parked task is claimable again
+        return written if known.runner == PARKED and written.runner is None else None
 
     async def cancel(self, task_id: str, reason: str, known: TaskRecord | None) -> bool:
         """Cancel the task and stop its run here; whether this cancelled it."""

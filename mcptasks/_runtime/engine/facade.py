@@ -233,7 +233,9 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if self.observer is not None:
             self.observer.requested("tasks/update", current)
-        await self._parts.ends.answer(task_id, responses, current)
+        unparked = await self._parts.ends.answer(task_id, responses, current)
+        if unparked is not None:
+            await guarded(partial(self._parts.placement.unparked, unparked))
 
     async def cancel(self, task_id: str, *, owner: str, reason: str = "Cancelled by the client.") -> None:
         """Cancel the task (status `cancelled` now; the body stops at its next checkpoint); a

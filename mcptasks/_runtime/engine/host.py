@@ -8,6 +8,7 @@ engine). Every placement runs bodies here in the end: claims and executor worker
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from contextvars import copy_context
@@ -21,6 +22,7 @@ from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel
 from mcptasks._authoring.threaded import OwnerThreads, ThreadShare
 from mcptasks._authoring.tool import TaskTool
+from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import (
     STOPPED,
@@ -40,9 +42,10 @@ from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.records import HALTED, RecordWriter, same_call
 from mcptasks._runtime.engine.runs import RunRegistry
 from mcptasks._runtime.executor import Executor
-from mcptasks._runtime.ledger import Transition
+from mcptasks._runtime.ledger import PARKED, Transition
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver, follows_runs
+from mcptasks._runtime.outages import describe
 from mcptasks._runtime.related import related_of
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.wakeups import Wakeup, Wakeups
@@ -59,6 +62,9 @@ class LocalHost:
 
     executor: Executor | None = None
     takes_queued = True
+    parks_in_store = False
+    """Whether a durable body waiting for answers waits in the store (`EngineConfig.park_waiting`,
+    and always on an executor's workers), not here."""
 
     def __init__(
         self,
@@ -88,6 +94,8 @@ class LocalHost:
         """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
         self._threads = OwnerThreads(config.limits.threads, config.limits.thread_share)
         """The worker threads of `def` bodies (`Limits.threads`, `threads_per_owner`)."""
+        self._for_slots: deque[TaskRun] = deque()
+        """Parked bodies woken while every slot of `max_concurrent` was taken, first in first out."""
 
     def open(self, task_group: TaskGroup) -> None:
         """Run bodies in `task_group` from now on (and its wake-up duty)."""
@@ -151,6 +159,10 @@ class LocalHost:
         group = self._group
         if run.parked is None or group is None or not self.runs.hosts(run):
             return
+        if self._no_slot(run):
+            if run not in self._for_slots:
+                self._for_slots.append(run)
+            return
         question = run.unpark()
         assert question is not None and question.context is not None
         if isinstance(question.wakeup, Wakeup):
@@ -159,6 +171,19 @@ class LocalHost:
             group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, Parked(question)
         )
         question.context.run(start, name=BODY_TASK_NAME)
+
+    def _no_slot(self, run: TaskRun) -> bool:
+        """Whether `run`'s parked body, woken, must wait for a slot of `max_concurrent` (bodies
+        waiting for answers hold none; a stopping body does not wait)."""
+        limit = self.config.max_concurrent
+        return (
+            limit is not None and run.stopped_at is None and not self._closing and self.runs.busy() >= limit
+        )
+
+    def _slot_freed(self) -> None:
+        """A body gave its task up (it ended or waits): resume the woken bodies waiting for a slot."""
+        while self._for_slots and not self._no_slot(self._for_slots[0]):
+            self.resume(self._for_slots.popleft())
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -239,6 +264,9 @@ class LocalHost:
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         """Nothing to start: bodies run in the engine's task group."""
 
+    async def unparked(self, record: TaskRecord) -> None:
+        """Nothing to do: the store's change announcement wakes the claim loops."""
+
     async def stop(self, task_id: str) -> None:
         """Nothing to release: `cancel` stopped the body."""
 
@@ -262,6 +290,49 @@ class LocalHost:
         if run.deadline is not None:
             wake_at = min(wake_at, run.deadline)
         question.wakeup = self._wakeups.set_at(wake_at, run.poke)
+        self._slot_freed()
+
+    async def _park_anywhere(
+        self, run: TaskRun, tool: TaskTool, question: OpenQuestion, channel: BodyChannel
+    ) -> None:
+        """Park a waiting body in the store when it is durable (`_park_in_store`), else here."""
+        if not (tool.durable and run.journal is not None and self.parks_in_store):
+            self._park(run, question, channel)
+            return
+        with anyio.CancelScope(shield=True):  # a stop meanwhile is seen below
+            try:
+                written = await self.records.mutate(
+                    run.task_id, ledger.parked_by(self.instance_id, run.attempt), known=run.record
+                )
+            except Exception as exc:  # it waits here, and tries the store again when it wakes
+                logger.warning("could not park task %s in the store (%s)", run.task_id, describe(exc))
+                self._park(run, question, channel)
+                return
+            if written is not None and written.runner == PARKED:
+                await self._park_in_store(run, question)
+                return
+        # Answered, ended or stopped meanwhile: resume the body now, it reads its record again.
+        self._park(run, question, channel)
+        run.poke()
+
+    async def _park_in_store(self, run: TaskRun, question: OpenQuestion) -> None:
+        """The durable body of `run` waits in the store (`ledger.PARKED`): its run is over here and
+        its generator closed; the answer that leaves nothing outstanding queues the task again, and
+        the worker that claims it replays the body from its journal to the question."""
+        self.runs.drop(run.task_id)
+        body, question.body = question.body, None
+        try:  # its `finally:` blocks run now (a `with` block open around the question cannot park)
+            await close_body(body)
+        except Exception:
+            logger.warning("task %s: its body raised while it was closed to park", run.task_id, exc_info=True)
+        if self.observer is not None:
+            self.observer.settled(run.task_id)
+        logger.debug("task %s waits for answers in the store (parked)", run.task_id)
+        self._slot_freed()
+        try:  # its slot is free: claim loops (this engine's too) wake to fill it
+            await self.store.publish(run.task_id)
+        except Exception:
+            logger.debug("could not announce that task %s parked", run.task_id, exc_info=True)
 
     def _execute(
         self,
@@ -305,7 +376,7 @@ class LocalHost:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.config.limits.max_result_bytes)
                 except Parked as parked:  # it waits for answers without this task
-                    self._park(run, parked.question, channel)
+                    await self._park_anywhere(run, tool, parked.question, channel)
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)
@@ -329,7 +400,10 @@ class LocalHost:
             self._group.start_soon(self._settle, run, outcome)
 
     async def _settle(self, run: TaskRun, outcome: Outcome | None) -> None:
-        await self.ends.settle(run, outcome, closing=self._closing)
+        try:
+            await self.ends.settle(run, outcome, closing=self._closing)
+        finally:
+            self._slot_freed()
 
     def _begin(
         self, run: TaskRun, tool: TaskTool, scope: anyio.CancelScope, resumed: Parked | None

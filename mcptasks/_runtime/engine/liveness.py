@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import anyio
 from anyio.abc import TaskStatus
@@ -19,7 +20,8 @@ from anyio.abc import TaskStatus
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
-from mcptasks._runtime.engine.duties import every
+from mcptasks._runtime.engine.bodies import timeout_outcome
+from mcptasks._runtime.engine.duties import every, guarded
 from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.placement import Placement
 from mcptasks._runtime.engine.queue import Claims
@@ -114,10 +116,31 @@ class Liveness:
             logger.info("mcptasks recovered %d task(s) whose server was lost", count)
         await self._stop_stale(running_before, {record.task_id: record for record in records})
         count += await self._fail_unserved(records)
+        count += await self._end_overdue_parked(records)
         # An executor logs each task it changes itself; one a lost worker left is counted above
         # already (its workflow is resumed here or by another replica's pass).
         count += await self.placement.reconcile(records, live)
         return count
+
+    async def _end_overdue_parked(self, records: Sequence[TaskRecord]) -> int:
+        """Fail the tasks whose durable body waits in the store (`ledger.PARKED`) past their
+        tool's timeout, counted from the task's creation (no run holds a deadline while it
+        waits); how many. Their placement is told (an executor's workflow ends)."""
+        now = time.time()
+        failed = 0
+        for record in records:
+            tool = self.tools.get(record.tool)
+            if record.runner != ledger.PARKED or tool is None or tool.timeout_ms is None:
+                continue
+            if now < record.created_at + tool.timeout_ms / 1000:
+                continue
+            finished = await self.records.finish(
+                record.task_id, timeout_outcome(tool), only_runner=ledger.PARKED
+            )
+            if finished is not None and finished.terminal:
+                failed += 1
+                await guarded(partial(self.placement.stop, record.task_id))
+        return failed
 
     async def _fail_unserved(self, records: Sequence[TaskRecord]) -> int:
         """Fail the queued tasks no live worker has offered to run for `no_worker_timeout`

@@ -66,6 +66,7 @@ class Parts(NamedTuple):
         runs = RunRegistry(config, on_stuck_shutdown)
         ends = RunEnds(store, config, tools, records, runs, observer)
         host = LocalHost(store, config, tools, me, observer, records, runs, ends)
+        host.parks_in_store = config.park_waiting or executor is not None
         claims = Claims(store, config, tools, me, observer, records, runs, ends, host)
         admission = QueuedAdmission(store, config)
         placement: Placement

@@ -57,6 +57,10 @@ class Placement(Protocol):
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         """Start what this placement needs while the engine runs (closed by `stack`)."""
 
+    async def unparked(self, record: TaskRecord) -> None:
+        """The answers a durable body parked in the store waited for came (`ledger.PARKED`): its
+        task is queued again; run it (claim loops see the change without being told)."""
+
     async def stop(self, task_id: str) -> None:
         """The task ended here (cancelled): release what the placement holds for it."""
 

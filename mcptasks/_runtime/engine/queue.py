@@ -10,6 +10,7 @@ rounds before its task cannot be queued, so it runs here.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from functools import partial
@@ -40,6 +41,10 @@ from mcptasks.stores.base import StoreBase, TaskRecord
 from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
+
+PARKED_STATUS = "parked"
+"""What `run_one` returns for a task whose durable body waits for answers in the store
+(`ledger.PARKED`): the executor waits for `Executor.resume` before it runs the task again."""
 
 
 class Claims:
@@ -93,7 +98,7 @@ class Claims:
         if not self.host.taking_work:
             return 0
         limit = self.config.max_concurrent
-        room = 256 if limit is None else limit - len(self.runs)
+        room = 256 if limit is None else limit - self.runs.busy()  # parked bodies hold no slot
         if room <= 0:
             return 0
         self._claiming += 1
@@ -131,6 +136,8 @@ class Claims:
         current = await self.store.get(task_id)
         if current is None or current.terminal:
             return "gone" if current is None else current.status
+        if current.runner == ledger.PARKED:
+            return PARKED_STATUS
         raise HandedOver(task_id, "its run stopped before the task ended")
 
     async def claim_one(self, task_id: str) -> TaskRecord | str:
@@ -139,6 +146,8 @@ class Claims:
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             return "gone" if record is None else record.status
+        if record.runner == ledger.PARKED:
+            return PARKED_STATUS  # it waits for answers: nothing to run until they come
         if record.tool not in self.tools and self.store.offers() is not None:
             raise NotServedHere(task_id, record.tool)  # another worker may know it (a rolling deploy)
         if record.runner is not None:
@@ -218,6 +227,11 @@ class Claims:
                 await guarded(release)
             return False
         run.journal = self.records.journal_for(tool, run.task_id, run.owner, entries)
+        if tool.timeout_ms is not None and run.record is not None and run.record.input_key_counter:
+            # it may have waited parked in the store, where no run held its deadline: a body
+            # that asked a question counts its timeout from the task's creation
+            left = run.record.created_at + tool.timeout_ms / 1000 - time.time()
+            run.deadline = anyio.current_time() + max(0.0, left)
         return True
 
 
@@ -295,6 +309,9 @@ class QueuePlacement:
 
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         """Nothing to start: workers claim from the store."""
+
+    async def unparked(self, record: TaskRecord) -> None:
+        """Nothing to do: the store's change announcement wakes the claim loops."""
 
     async def stop(self, task_id: str) -> None:
         """Nothing to release: a worker's run sees its record end."""

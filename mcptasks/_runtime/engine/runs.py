@@ -41,6 +41,11 @@ class RunRegistry:
     def __len__(self) -> int:
         return len(self._runs)
 
+    def busy(self) -> int:
+        """How many runs hold a body's task now (a body parked in memory, waiting for answers
+        without its task, holds none)."""
+        return sum(1 for run in self._runs.values() if run.parked is None)
+
     def get(self, task_id: str) -> TaskRun | None:
         """The run of `task_id` hosted here, if any."""
         return self._runs.get(task_id)

@@ -149,6 +149,10 @@ class ExecutorPlacement:
         if self.works:
             await stack.enter_async_context(self.executor.working(self))
 
+    async def unparked(self, record: TaskRecord) -> None:
+        """The task's answers came: the executor runs it again (`Executor.resume`)."""
+        await self.executor.resume(record)
+
     async def stop(self, task_id: str) -> None:
         """The task was cancelled: the executor releases what it holds for it."""
         await self.executor.stop(task_id)

@@ -39,6 +39,9 @@ class FakePlacement:
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         self.served = True
 
+    async def unparked(self, record: TaskRecord) -> None:
+        pass
+
     async def stop(self, task_id: str) -> None:
         pass
 

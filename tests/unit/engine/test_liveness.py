@@ -37,6 +37,9 @@ class CountingPlacement:
     async def serve(self, stack: AsyncExitStack, task_group: TaskGroup) -> None:
         pass
 
+    async def unparked(self, record: TaskRecord) -> None:
+        pass
+
     async def stop(self, task_id: str) -> None:
         pass
 
