@@ -190,6 +190,19 @@ def waiting(note: str) -> Transition:
     return change
 
 
+def with_events(
+    change: Transition, stamp: Callable[[TaskRecord | None, TaskRecord], TaskRecord]
+) -> Transition:
+    """`change`, plus the webhook events it makes (`stamp(before, after)` adds them to the
+    record's outbox), so the events are written by the same compare-and-set as the change."""
+
+    def stamped(record: TaskRecord) -> TaskRecord | None:
+        after = change(record)
+        return None if after is None else stamp(record, after)
+
+    return stamped
+
+
 async def apply(
     store: TaskStore,
     task_id: str,
