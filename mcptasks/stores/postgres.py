@@ -175,9 +175,14 @@ _OWNER_INDEX = (
 """The index of `count_active` and fair claims: an index, not a schema version, so a worker of
 an older mcptasks still opens the schema during a rolling deploy."""
 
+_PENDING_OUTBOX = "strpos(body::text, '\"outbox\":[{') > 0"
+"""A row whose body holds webhook events (compact JSON text: the test parses nothing, so a body
+holding `\\u0000` in a string, which `->` refuses to read, is still written). A nested key of the
+same name may match too; `outbox_records` keeps only the records whose outbox is not empty."""
+
 _OUTBOX_INDEX = (
-    "CREATE INDEX IF NOT EXISTS tasks_outbox ON {s}.tasks (updated_at) "
-    "WHERE json_array_length(body -> 'outbox') > 0"
+    "CREATE INDEX IF NOT EXISTS tasks_outbox ON {s}.tasks (updated_at) WHERE "
+    + _PENDING_OUTBOX.replace("{", "{{")
 )
 """The records with undelivered webhook events (`KeepsOutbox`), an index like `_OWNER_INDEX`."""
 
@@ -483,7 +488,7 @@ class PostgresTaskStore(StoreBase):
                 NOT_TERMINAL, _UNEXPIRED.format(now=f"${len(write_columns) + 2}::double precision")
             ),
             "outbox_records": (
-                f"SELECT {_RETURNED} FROM {tasks} WHERE json_array_length(body -> 'outbox') > 0 "
+                f"SELECT {_RETURNED} FROM {tasks} WHERE {_PENDING_OUTBOX} "
                 f"AND {_UNEXPIRED.format(now='$1')} ORDER BY updated_at LIMIT $2"
             ),
             # the replace, and its announcement sent with its commit: one row when it applied
@@ -761,7 +766,7 @@ class PostgresTaskStore(StoreBase):
         """Unexpired records with undelivered webhook events, least recently updated first (the
         partial index `tasks_outbox` holds only those rows)."""
         rows = await self._pool().fetch(self._sql["outbox_records"], time.time(), max(limit, 0))
-        return [_record(row) for row in rows]
+        return [record for record in map(_record, rows) if record.outbox]
 
     async def list_active(self) -> list[TaskRecord]:
         """Every unexpired `working` / `input_required` record, oldest first."""
