@@ -21,6 +21,7 @@ from webhook_helpers import SECRET, Delivery, Receiver, arrive, receiving
 
 from mcptasks import Accepted, Elicit, MemoryTaskStore, Result, SqliteTaskStore, task_tool
 from mcptasks.lowlevel import TaskEngine
+from mcptasks.metrics import metrics_app
 from mcptasks.stores import TaskStore
 
 pytestmark = pytest.mark.anyio
@@ -142,11 +143,34 @@ async def test_a_500_is_retried_with_the_same_id_and_body() -> None:
             await arrive(lambda: len(receiver.events()) == 2, "the event twice")
             await outbox_empty(engine, task_id)
             stats = engine.webhooks.stats
+            exposition = await metrics_text(engine)
     first, second = receiver.events()
     assert first.id == second.id and first.body == second.body
     assert second.attempt == 2
     assert stats.deliveries["retried"] == 1 and stats.deliveries["delivered"] == 1
     assert stats.failures["http_5xx"] == 1
+    assert 'mcptasks_webhook_deliveries_total{outcome="delivered"} 1.0' in exposition
+    assert 'mcptasks_webhook_deliveries_total{outcome="retried"} 1.0' in exposition
+    assert 'mcptasks_webhook_deliveries_total{outcome="gone"} 0.0' in exposition
+    assert 'mcptasks_webhook_failures_total{reason="http_5xx"} 1.0' in exposition
+    assert "mcptasks_webhook_outbox_depth " in exposition
+
+
+async def metrics_text(engine: TaskEngine) -> str:
+    """One scrape of `metrics_app(engine)`, through its ASGI interface."""
+    app = metrics_app(engine)
+    sent: list[dict[str, Any]] = []
+    scope = {"type": "http", "method": "GET", "path": "/metrics", "headers": [(b"host", b"127.0.0.1")]}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 200, sent
+    return b"".join(m.get("body", b"") for m in sent[1:]).decode()
 
 
 async def test_410_stops_the_endpoint_and_others_go_on() -> None:

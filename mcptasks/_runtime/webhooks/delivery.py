@@ -71,7 +71,7 @@ class WebhookStats:
         self.deliveries: Counter[str] = Counter()
         """Attempts by outcome (`OUTCOMES`)."""
         self.failures: Counter[str] = Counter()
-        """Failed attempts by reason (`sender.FAILURE_REASONS`)."""
+        """Failed attempts by reason (`targets.FAILURE_REASONS`)."""
         self.outbox_depth = 0
         """Pending deliveries the last sweep found in the store (at most its batch of records)."""
 

@@ -29,18 +29,6 @@ from mcptasks._runtime.webhooks.targets import Endpoint, RefusedAddress, destina
 Verdict = Literal["delivered", "retry", "drop", "gone"]
 """What to do with the event after an attempt."""
 
-FAILURE_REASONS: tuple[str, ...] = (
-    "connection_refused",
-    "timeout",
-    "tls_error",
-    "refused_address",
-    "http_3xx",
-    "http_4xx",
-    "http_5xx",
-    "other",
-)
-"""The `reason` label values of failed attempts (the categories of the MCP events proposal,
-plus a refused destination, a redirect and anything else)."""
 
 USER_AGENT = "mcptasks-webhooks"
 

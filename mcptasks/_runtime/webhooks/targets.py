@@ -25,6 +25,19 @@ URL_SETTING = "--webhook / MCPTASKS_WEBHOOKS"
 SECRET_SETTING = "--webhook-secret / MCPTASKS_WEBHOOK_SECRET"
 ALLOW_SETTING = "--webhook-allow-private / MCPTASKS_WEBHOOK_ALLOW_PRIVATE"
 
+FAILURE_REASONS: tuple[str, ...] = (
+    "connection_refused",
+    "timeout",
+    "tls_error",
+    "refused_address",
+    "http_3xx",
+    "http_4xx",
+    "http_5xx",
+    "other",
+)
+"""The `reason` label values of failed attempts (the categories of the MCP events proposal,
+plus a refused destination, a redirect and anything else)."""
+
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = (24, 64)
 """The length bounds (bytes) of a decoded secret, as the Standard Webhooks spec recommends."""
