@@ -134,8 +134,9 @@ class EngineConfig:
     """Deliver to private, loopback and link-local addresses too (refused by default)."""
     webhook_timeout: float = 10.0
     """Seconds one delivery attempt may take, name resolution and connection included."""
-    webhook_max_attempts: int = 10
-    """Attempts per event and endpoint before it is given up (backoff 1 s doubling, at most 10 min)."""
+    webhook_max_attempts: int = 12
+    """Attempts per event and endpoint before it is given up (waits of 2 s doubling, at most 10
+    minutes, each times a jitter in [0.5, 1]: twelve attempts span 20 to 40 minutes)."""
     webhook_sweep_interval: float = 5.0
     """Seconds between the sweeps that find undelivered events in the store (any replica's)."""
 

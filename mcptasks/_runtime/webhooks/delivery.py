@@ -48,7 +48,7 @@ SENDERS = 16
 SWEEP_BATCH = 1_000
 """Records one sweep reads."""
 
-BACKOFF_BASE = 1.0
+BACKOFF_BASE = 2.0
 BACKOFF_CAP = 600.0
 """The n-th retry waits `min(BACKOFF_BASE * 2**(n-1), BACKOFF_CAP)` seconds, times a jitter in [0.5, 1]."""
 
@@ -87,7 +87,7 @@ class WebhookDelivery:
         *,
         allow_private: bool = False,
         timeout: float = 10.0,
-        max_attempts: int = 10,
+        max_attempts: int = 12,
         sweep_interval: float = 5.0,
     ) -> None:
         try:
