@@ -42,6 +42,10 @@ last attempt, dropped (413, or an endpoint no longer configured), endpoint gone 
 FRESH_BUFFER = 10_000
 """Events the fast path holds before it leaves new ones to the sweep."""
 
+FRESH_MEMORY = 50_000
+"""Events stamped here and not yet seen written that are remembered (a stamp whose write lost its
+compare-and-set race is never written; the oldest are forgotten past this)."""
+
 SENDERS = 16
 """Attempts in flight at once in one process."""
 
@@ -115,8 +119,10 @@ class WebhookDelivery:
         self.gone: set[str] = set()
         """Endpoints that answered 410 (keys): nothing more is sent to them from this process."""
         self.stats = WebhookStats()
-        self.stamp: Stamp = stamper(self.live_keys, first_due=self.lease)
-        """What `RecordWriter` applies to each change: the change's events, as outbox entries."""
+        self._stamper: Stamp = stamper(self.live_keys, first_due=self.lease)
+        self._fresh: dict[_Key, None] = {}
+        """Deliveries stamped by this process and not seen written yet: the fast path sends only
+        these (an entry another replica wrote is that replica's to send first, else the sweep's)."""
         self._send: MemoryObjectSendStream[tuple[TaskRecord, _Key]]
         self._receive: MemoryObjectReceiveStream[tuple[TaskRecord, _Key]]
         self._send, self._receive = anyio.create_memory_object_stream(FRESH_BUFFER)
@@ -127,18 +133,29 @@ class WebhookDelivery:
         """The endpoints new events are made for (every configured one that has not said 410)."""
         return [key for key in self.by_key if key not in self.gone]
 
+    def stamp(self, before: TaskRecord | None, after: TaskRecord) -> TaskRecord:
+        """What `RecordWriter` applies to each change: `after` with the change's events."""
+        stamped = self._stamper(before, after)
+        if stamped is not after:
+            for entry in stamped.outbox[len(after.outbox) :]:
+                key: _Key = (stamped.task_id, *entry_key(entry))
+                self._fresh[key] = None
+            while len(self._fresh) > FRESH_MEMORY:
+                del self._fresh[next(iter(self._fresh))]
+        return stamped
+
     def wrote(self, record: TaskRecord) -> None:
-        """`record` was written: send its new events now (never waits; the sweep is the backstop)."""
+        """`record` was written: send the events this process stamped on it now (never waits;
+        the sweep is the backstop)."""
         for entry in record.outbox:
-            if entry.get("n") != 0:
-                continue
             key: _Key = (record.task_id, *entry_key(entry))
-            if key in self._in_flight:
+            if key not in self._fresh or key in self._in_flight:
                 continue
+            del self._fresh[key]
             try:
                 self._send.send_nowait((record, key))
             except anyio.WouldBlock:
-                return
+                continue
             self._in_flight.add(key)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

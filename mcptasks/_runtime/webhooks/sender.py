@@ -95,8 +95,8 @@ class Sender:
         except (TimeoutError, httpx2.TimeoutException):
             return Attempt("retry", "timeout", detail=f"no answer within {self.timeout:g} s")
         except (httpx2.ConnectError, OSError) as exc:
-            reason = "tls_error" if _is_tls(exc) else "connection_refused"
-            return Attempt("retry", reason, detail=str(exc) or type(exc).__name__)
+            category = "tls_error" if _is_tls(exc) else "connection_refused"
+            return Attempt("retry", category, detail=str(exc) or type(exc).__name__)
         except httpx2.HTTPError as exc:
             return Attempt("retry", "tls_error" if _is_tls(exc) else "other", detail=type(exc).__name__)
         return judge(response.status_code, response.headers.get("retry-after"))
@@ -111,8 +111,8 @@ def judge(status: int, retry_after: str | None = None) -> Attempt:
     if status == 413:
         return Attempt("drop", "http_4xx", status, detail="413: the endpoint refuses a body this large")
     wait = _seconds(retry_after) if status in (429, 503) else None
-    reason = "http_3xx" if 300 <= status < 400 else "http_4xx" if status < 500 else "http_5xx"
-    return Attempt("retry", reason, status, wait, detail=f"HTTP {status}")
+    category = "http_3xx" if 300 <= status < 400 else "http_4xx" if status < 500 else "http_5xx"
+    return Attempt("retry", category, status, wait, detail=f"HTTP {status}")
 
 
 def _seconds(value: str | None) -> float | None:
