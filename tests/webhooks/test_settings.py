@@ -112,3 +112,17 @@ def test_retry_after_is_honoured_on_429_and_503_only() -> None:
     assert judge(429, "7").retry_after == 7.0
     assert judge(503, "2").retry_after == 2.0
     assert judge(500, "7").retry_after is None
+
+
+def test_the_start_up_block_lists_the_endpoints_without_credentials(tmp_path: Path) -> None:
+    done = subprocess.run(
+        cli_command("serve", HELLO, "--webhook", "https://ops:pw@hooks.example.com/in?token=t0k", "--webhook",
+                    "https://pager.example.com/in"),
+        capture_output=True, text=True, env=clean_env(MCPTASKS_WEBHOOK_SECRET=SECRET), cwd=tmp_path, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = "  webhooks  https://hooks.example.com/in, https://pager.example.com/in (task events, signed)\n"
+    assert line in done.stderr
+    for secret in ("pw", "t0k", SECRET):
+        assert secret not in done.stderr
