@@ -35,12 +35,25 @@ def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
             yield url
 
 
-def start(name: str, store: str, receiver: Receiver, workdir: Path) -> ServerProcess:
+def start(
+    name: str,
+    store: str,
+    receiver: Receiver,
+    workdir: Path,
+    *,
+    extra: tuple[str, ...] = (),
+    worker: bool = False,
+    hooks: bool = True,
+) -> ServerProcess:
     port = free_port()
     log = workdir / f"{name}.log"
-    argv = [sys.executable, "-m", "mcptasks", "serve", APP, "--transport", "http"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--store", store]
-    argv += ["--webhook", receiver.url, "--webhook-allow-private"]
+    if worker:
+        argv = [sys.executable, "-m", "mcptasks", "worker", APP, "--store", store]
+    else:
+        argv = [sys.executable, "-m", "mcptasks", "serve", APP, "--transport", "http"]
+        argv += ["--host", "127.0.0.1", "--port", str(port), "--store", store, *extra]
+    if hooks:
+        argv += ["--webhook", receiver.url, "--webhook-allow-private"]
     env = clean_env(
         MCPTASKS_WEBHOOK_SECRET=SECRET,
         MCPTASKS_WEBHOOK_TIMEOUT="2",
@@ -52,6 +65,8 @@ def start(name: str, store: str, receiver: Receiver, workdir: Path) -> ServerPro
         popen = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
         )
+    if worker:
+        return ServerProcess(name, popen, log)
     wait_accepting(popen, port, log)
     return ServerProcess(name, popen, log, port)
 
@@ -105,3 +120,23 @@ async def test_every_event_of_100_tasks_arrives_across_a_kill_9(tmp_path: Path, 
         }, kinds[task_id]
     # the events in flight at the kill came again from the second server, under their ids
     assert len(receiver.deliveries) > len(receiver.unique())
+
+
+async def test_a_worker_sends_the_events_of_the_bodies_it_runs(tmp_path: Path) -> None:
+    """With `serve --enqueue-only`, the worker that runs a body writes its end and sends it (the
+    replica here has no webhook settings: every event came from the worker)."""
+    with receiving() as receiver:
+        store = sqlite_url(tmp_path)
+        server = start("replica", store, receiver, tmp_path, extra=("--enqueue-only",), hooks=False)
+        worker = start("worker", store, receiver, tmp_path, worker=True)
+        try:
+            async with Client(server.url, extensions=[tasks_extension()], **BY_HAND) as client:
+                tasks = Tasks(client)
+                ids = [str((await tasks.start("quick", {"n": n}))["taskId"]) for n in range(10)]
+                for task_id in ids:
+                    assert (await tasks.finish(task_id))["status"] == "completed"
+            await arrive(lambda: len(receiver.unique()) == 10, "every completion event")
+        finally:
+            stop(worker.popen)
+            stop(server.popen)
+    assert {d.event["data"]["taskId"] for d in receiver.events()} == set(ids)
