@@ -8,12 +8,15 @@ a redirect, or a hold (requests wait until the test releases them).
 from __future__ import annotations
 
 import json
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -61,6 +64,8 @@ class Receiver:
     hold: threading.Event = field(default_factory=threading.Event)
     """Cleared: requests wait (up to a minute) before they are answered."""
     port: int = 0
+    sni: list[str | None] = field(default_factory=list)
+    scheme: str = "http"
 
     def __post_init__(self) -> None:
         self.hold.set()
@@ -69,7 +74,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks"
+        return f"{self.scheme}://127.0.0.1:{self.port}/hooks"
 
     def take(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str]]:
         try:
@@ -98,8 +103,11 @@ class Receiver:
 
 
 @contextmanager
-def receiving(answer: Answer = ok, *, secret: str = SECRET) -> Iterator[Receiver]:
-    """A `Receiver` listening on a free port of 127.0.0.1 until the block ends."""
+def receiving(
+    answer: Answer = ok, *, secret: str = SECRET, tls: ssl.SSLContext | None = None
+) -> Iterator[Receiver]:
+    """A `Receiver` listening on a free port of 127.0.0.1 until the block ends (over TLS with
+    `tls`, a server context: the names clients ask for by SNI go to `receiver.sni`)."""
     receiver = Receiver(answer, secret)
 
     class Handler(BaseHTTPRequestHandler):
@@ -120,7 +128,15 @@ def receiving(answer: Answer = ok, *, secret: str = SECRET) -> Iterator[Receiver
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if tls is not None:
+
+        def named(_: Any, name: str | None, __: Any) -> None:
+            receiver.sni.append(name)
+
+        tls.sni_callback = named
+        server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     receiver.port = int(server.server_address[1])
+    receiver.scheme = "https" if tls is not None else "http"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -142,3 +158,16 @@ async def arrive(check: Callable[[], Any], what: str, *, bound: float = 60.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {bound} s waiting for {what}")
         await anyio.sleep(0.05)
+
+
+def self_signed(directory: Path, name: str = "localhost") -> ssl.SSLContext:
+    """A server TLS context with a certificate for `name` that no client trusts (made by openssl)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+         "-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context

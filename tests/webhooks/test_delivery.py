@@ -17,7 +17,7 @@ import anyio
 import pytest
 from helpers import Client, accept, serve
 from pydantic import BaseModel
-from webhook_helpers import SECRET, Delivery, Receiver, arrive, receiving
+from webhook_helpers import SECRET, Delivery, Receiver, arrive, receiving, self_signed
 
 from mcptasks import Accepted, Elicit, MemoryTaskStore, Result, SqliteTaskStore, task_tool
 from mcptasks.lowlevel import TaskEngine
@@ -237,3 +237,18 @@ async def test_a_receiver_that_does_not_answer_does_not_hold_up_tasks() -> None:
             assert engine.webhooks.stats.deliveries["delivered"] == 0
             receiver.hold.set()
             await arrive(lambda: len(receiver.unique()) == 40, "every event once released", bound=120)
+
+
+async def test_https_goes_to_the_checked_address_under_its_name_and_verifies_the_certificate(
+    tmp_path: Path,
+) -> None:
+    """The connection is made to the resolved address, with the host name in SNI (and `Host`),
+    and the certificate is verified against that name: an untrusted one fails as `tls_error`."""
+    with receiving(tls=self_signed(tmp_path)) as receiver:
+        url = receiver.url.replace("127.0.0.1", "localhost")
+        async with engine_for(url) as (engine, client):
+            task_id = await client.start("done")
+            await client.finish(task_id)
+            await arrive(lambda: engine.webhooks.stats.failures["tls_error"] >= 1, "a TLS failure")
+    assert "localhost" in receiver.sni
+    assert receiver.deliveries == []  # nothing was sent over an unverified connection
