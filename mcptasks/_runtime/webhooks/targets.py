@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
+from mcptasks.errors import MCPTasksError
+
 URL_SETTING = "--webhook / MCPTASKS_WEBHOOKS"
 SECRET_SETTING = "--webhook-secret / MCPTASKS_WEBHOOK_SECRET"
 ALLOW_SETTING = "--webhook-allow-private / MCPTASKS_WEBHOOK_ALLOW_PRIVATE"
@@ -54,7 +56,7 @@ class Endpoint:
     """The URL without user info and query, for logs and the start-up block."""
 
 
-class RefusedAddress(Exception):
+class RefusedAddress(MCPTasksError):
     """A webhook destination resolves to an address that is not globally routable."""
 
 
