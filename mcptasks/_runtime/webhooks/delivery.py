@@ -49,6 +49,10 @@ compare-and-set race is never written; the oldest are forgotten past this)."""
 SENDERS = 16
 """Attempts in flight at once in one process."""
 
+UNKNOWN_ENDPOINT_GRACE = 3600.0
+"""Seconds an event for an endpoint this process does not know (another replica's settings,
+during a change of them) is left for a process that knows it before a sweep drops it."""
+
 SWEEP_BATCH = 1_000
 """Records one sweep reads."""
 
@@ -198,6 +202,9 @@ class WebhookDelivery:
                 for entry in record.outbox
                 if float(entry.get("due", 0)) <= now
                 and (record.task_id, *entry_key(entry)) not in self._in_flight
+                and (
+                    entry.get("to") in self.by_key or float(entry.get("at", 0)) < now - UNKNOWN_ENDPOINT_GRACE
+                )
             ]
             if not due:
                 continue
@@ -221,7 +228,7 @@ class WebhookDelivery:
             return
         endpoint = self.by_key.get(str(entry["to"]))
         if endpoint is None or endpoint.key in self.gone:
-            why = "endpoint gone (410)" if endpoint is not None else "endpoint no longer configured"
+            why = "endpoint gone (410)" if endpoint is not None else "no process knows its endpoint"
             logger.warning("webhook event %s of task %s dropped: %s", entry["id"], task_id, why)
             self.stats.deliveries["dropped" if endpoint is None else "gone"] += 1
             await self._settle(record, event_key, None)
