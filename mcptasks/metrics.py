@@ -76,7 +76,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "mcptasks_webhook_deliveries_total": (
         "counter",
         "Webhook delivery attempts by this process, by outcome: delivered, retried, gave_up, dropped "
-        "(413, or an endpoint no longer configured), gone (410).",
+        "(413, or an endpoint no process knew for an hour), gone (410).",
     ),
     "mcptasks_webhook_failures_total": (
         "counter",

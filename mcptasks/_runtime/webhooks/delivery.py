@@ -37,7 +37,7 @@ logger = logging.getLogger("mcptasks")
 
 OUTCOMES: tuple[str, ...] = ("delivered", "retried", "gave_up", "dropped", "gone")
 """The `outcome` label values of attempts: delivered (2xx), retried later, given up after the
-last attempt, dropped (413, or an endpoint no longer configured), endpoint gone (410)."""
+last attempt, dropped (413, or an endpoint no process knew for an hour), endpoint gone (410)."""
 
 FRESH_BUFFER = 10_000
 """Events the fast path holds before it leaves new ones to the sweep."""
