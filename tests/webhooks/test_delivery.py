@@ -252,3 +252,29 @@ async def test_https_goes_to_the_checked_address_under_its_name_and_verifies_the
             await arrive(lambda: engine.webhooks.stats.failures["tls_error"] >= 1, "a TLS failure")
     assert "localhost" in receiver.sni
     assert receiver.deliveries == []  # nothing was sent over an unverified connection
+
+
+@task_tool(ttl=1)
+async def brief():
+    yield Result("gone soon")
+
+
+async def test_a_pending_event_keeps_its_record_past_its_ttl_until_delivered() -> None:
+    """A record whose event is still being retried is kept (its `ttl` extended) until the event
+    is delivered, although the task's own `ttl` (1 s) ran out long before."""
+
+    def twice_down(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        return (503, {}) if delivery.attempt <= 2 else (200, {})
+
+    with receiving(twice_down) as receiver:
+        async with serve(
+            brief, webhooks=(receiver.url,), webhook_secret=SECRET, webhook_allow_private=True,
+            webhook_sweep_interval=0.1,
+        ) as (engine, protocol):  # fmt: skip
+            client = Client(protocol)
+            task_id = await client.start("brief")
+            await client.finish(task_id)
+            await arrive(lambda: [d for d in receiver.events() if d.attempt == 3], "the third attempt")
+            assert engine.webhooks.stats.deliveries["delivered"] == 1
+    (delivered,) = [d for d in receiver.events() if d.attempt == 3]
+    assert delivered.event["data"]["taskId"] == task_id

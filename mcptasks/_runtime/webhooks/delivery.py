@@ -12,7 +12,8 @@ After an attempt the entry is removed (delivered, dropped, endpoint gone, attemp
 its `n` and `due` move on by exponential backoff with jitter (`Retry-After` when the endpoint
 gave one), in the same kind of write; a retry keeps the event's id. A 410 stops that endpoint in
 this process for good: logged as an error, its pending events dropped, no new ones made for it
-(a restart tries it once more). An event still pending when its record expires goes with it.
+(a restart tries it once more). A record keeps pending events past its `ttl`: each write of its
+outbox keeps it at least until one more backoff and attempt are over (`ledger.outbox_changed`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from mcptasks._runtime.ledger import outbox_changed
 from mcptasks._runtime.webhooks.events import Stamp, entry_key, find, message, stamper, updated, without
 from mcptasks._runtime.webhooks.targets import Endpoint, endpoints
 from mcptasks.errors import MissingExtra
@@ -209,7 +211,7 @@ class WebhookDelivery:
             if not due:
                 continue
             leased = {key: {"due": now + self.lease} for key in due}
-            claimed = record.evolve(outbox=updated(record, leased), updated_at=record.updated_at)
+            claimed = outbox_changed(record, updated(record, leased), self._keep_until(now))
             if not await self.store.replace_outbox(claimed, expected_version=record.version):
                 continue  # changed meanwhile (another replica claimed it): the next sweep looks again
             for event_key in due:
@@ -270,6 +272,11 @@ class WebhookDelivery:
             self.stats.deliveries["retried"] += 1
             await self._settle(record, event_key, {"n": attempts, "due": time.time() + wait})
 
+    def _keep_until(self, now: float) -> float:
+        """How long a record with pending entries is kept at least: past one more full backoff
+        and attempt (a pending event does not expire with its record while attempts remain)."""
+        return now + BACKOFF_CAP + 2 * self.lease
+
     def _stop(self, endpoint: Endpoint) -> None:
         if endpoint.key not in self.gone:
             self.gone.add(endpoint.key)
@@ -288,7 +295,7 @@ class WebhookDelivery:
             outbox = (
                 without(current, [event_key]) if change is None else updated(current, {event_key: change})
             )
-            new = current.evolve(outbox=outbox, updated_at=current.updated_at)
+            new = outbox_changed(current, outbox, self._keep_until(time.time()))
             if await self.store.replace_outbox(new, expected_version=current.version):
                 return
             current = await self.reader.get(current.task_id)
