@@ -97,17 +97,8 @@ class Parts(NamedTuple):
             placement = QueuePlacement(store, records, host, admission, observer)
         liveness = Liveness(store, config, tools, me, records, runs, ends, claims, placement)
         immediate = ImmediateResults(records, runs, host.start_soon)
-        return cls(
-            records,
-            runs,
-            ends,
-            host,
-            immediate,
-            claims,
-            placement,
-            liveness,
-            webhooks_for(store, config, records),
-        )
+        webhooks = webhooks_for(store, config, records)
+        return cls(records, runs, ends, host, immediate, claims, placement, liveness, webhooks)
 
     async def start(
         self,
