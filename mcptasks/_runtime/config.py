@@ -149,7 +149,7 @@ class EngineConfig:
                 raise ValueError(f"EngineConfig.{spec.name} {_RULES[spec.name]}, got {shown}")
         if isinstance(self.webhooks, list):
             object.__setattr__(self, "webhooks", tuple(self.webhooks))
-        endpoints(self.webhooks, self.webhook_secret, self.webhook_allow_private)
+        endpoints(self.webhooks, self.webhook_secret, self.webhook_allow_private, complete=False)
 
     @classmethod
     def from_env(

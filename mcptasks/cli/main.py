@@ -355,10 +355,17 @@ def _serve_transport(
 
 def _check_webhooks(extension: Any) -> None:
     """Refuse to start with webhooks the install or the store cannot deliver."""
-    if not extension.config.webhooks:
+    config = extension.config
+    if not config.webhooks:
         return
+    from mcptasks._runtime.webhooks.targets import endpoints
     from mcptasks.stores.foreign import adopt_store
     from mcptasks.stores.url import describe_store
+
+    try:  # the settings are final now: the environment's and the flags' parts together
+        endpoints(config.webhooks, config.webhook_secret, config.webhook_allow_private)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
     try:
         import standardwebhooks  # noqa: F401

@@ -11,9 +11,10 @@ import pytest
 from processes import ROOT, clean_env, cli_command
 from webhook_helpers import SECRET
 
-from mcptasks import EngineConfig
+from mcptasks import EngineConfig, MemoryTaskStore
 from mcptasks._runtime.webhooks.sender import judge
 from mcptasks._runtime.webhooks.targets import RefusedAddress, destination, endpoints, is_global
+from mcptasks.lowlevel import TaskEngine
 
 HELLO = str(ROOT / "examples" / "hello.py")
 
@@ -22,7 +23,6 @@ HELLO = str(ROOT / "examples" / "hello.py")
     ("urls", "secret", "fragment"),
     [
         (("ftp://example.com/x",), SECRET, "--webhook / MCPTASKS_WEBHOOKS: 'ftp://example.com/x' is not"),
-        (("https://example.com/x",), None, "needs a signing secret: set --webhook-secret"),
         (
             ("https://example.com/x",),
             "abc",
@@ -30,8 +30,7 @@ HELLO = str(ROOT / "examples" / "hello.py")
         ),
         (("https://example.com/x",), "whsec_!!!", "is not base64"),
         (("https://example.com/x",), "whsec_c2hvcnQ=", "24 to 64 bytes, not 5"),
-        (("http://10.1.2.3/x",), SECRET, "allow such destinations with --webhook-allow-private"),
-        (("http://[::1]:8/x",), SECRET, "allow such destinations with --webhook-allow-private"),
+        (("https://example.com:99999/x",), SECRET, "has an invalid port"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_the_flag(
@@ -41,6 +40,28 @@ def test_a_bad_setting_is_refused_naming_the_flag(
         EngineConfig(webhooks=urls, webhook_secret=secret)
     assert fragment in str(caught.value)
     assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("urls", "secret", "fragment"),
+    [
+        (("https://example.com/x",), None, "needs a signing secret: set --webhook-secret"),
+        (("http://10.1.2.3/x",), SECRET, "allow such destinations with --webhook-allow-private"),
+        (("http://[::1]:8/x",), SECRET, "allow such destinations with --webhook-allow-private"),
+    ],
+)
+@pytest.mark.anyio
+async def test_settings_that_need_each_other_are_checked_when_the_engine_starts(
+    urls: tuple[str, ...], secret: str | None, fragment: str
+) -> None:
+    """The environment and the flags may each bring a part (the URL, the secret, the allow flag),
+    so the pair is checked once the settings are final: by `serve` before it listens, and when an
+    engine starts."""
+    config = EngineConfig(webhooks=urls, webhook_secret=secret)  # each field is well formed
+    with pytest.raises(ValueError) as caught:
+        async with TaskEngine(MemoryTaskStore(), config=config):
+            pass
+    assert fragment in str(caught.value)
 
 
 def test_the_environment_lists_comma_separated_urls() -> None:
@@ -65,6 +86,27 @@ def test_serve_refuses_a_webhook_without_a_secret(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode != 0
     assert "--webhook / MCPTASKS_WEBHOOKS needs a signing secret: set --webhook-secret" in done.stderr
+
+
+def test_serve_takes_the_urls_from_the_environment_and_the_secret_from_a_flag(tmp_path: Path) -> None:
+    done = subprocess.run(
+        cli_command("serve", HELLO, "--webhook-secret", SECRET, "--webhook-allow-private"),
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
+        env=clean_env(MCPTASKS_WEBHOOKS="http://127.0.0.1:9/in"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "  webhooks  http://127.0.0.1:9/in (task events, signed)" in done.stderr
+
+
+def test_serve_refuses_a_private_address_without_the_flag(tmp_path: Path) -> None:
+    done = subprocess.run(
+        cli_command("serve", HELLO, "--webhook", "http://192.168.1.20/in"),
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
+        env=clean_env(MCPTASKS_WEBHOOK_SECRET=SECRET),
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "'http://192.168.1.20/in' is a private, loopback or link-local address" in done.stderr
+    assert "--webhook-allow-private" in done.stderr
 
 
 def test_serve_says_which_extra_to_install(tmp_path: Path) -> None:

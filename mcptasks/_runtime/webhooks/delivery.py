@@ -106,16 +106,10 @@ class WebhookDelivery:
             raise MissingExtra(
                 "webhooks", "standardwebhooks", "webhooks", what="webhooks (--webhook)"
             ) from exc
-        outbox = store.outbox()
-        if outbox is None:
-            raise ValueError(
-                f"webhooks need a task store with a webhook outbox; {type(store).__name__} has none"
-            )
-        self.store: KeepsOutbox = outbox
         self.reader = store
-        self.endpoints = endpoints(list(urls), secret, allow_private)
+        self.endpoints = endpoints(list(urls), secret, allow_private, complete=False)
         self.by_key = {endpoint.key: endpoint for endpoint in self.endpoints}
-        self.secret = secret or ""
+        self.secret = secret
         self.allow_private = allow_private
         self.timeout = timeout
         self.max_attempts = max_attempts
@@ -134,6 +128,8 @@ class WebhookDelivery:
         self._send, self._receive = anyio.create_memory_object_stream(FRESH_BUFFER)
         self._in_flight: set[_Key] = set()
         self._sender: Any = None
+        self._outbox: KeepsOutbox | None = None
+        """The store's outbox, once `run` checked it has one."""
 
     def live_keys(self) -> list[str]:
         """The endpoints new events are made for (every configured one that has not said 410)."""
@@ -165,10 +161,20 @@ class WebhookDelivery:
             self._in_flight.add(key)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Send events until cancelled: the fast path, and the sweep every `sweep_interval`."""
+        """Send events until cancelled: the fast path, and the sweep every `sweep_interval`.
+        `ValueError` at once for settings that cannot deliver (no secret, a literal private
+        address not allowed, a store without an outbox)."""
         from mcptasks._runtime.webhooks.sender import Sender
 
-        async with Sender(self.secret, timeout=self.timeout, allow_private=self.allow_private) as sender:
+        endpoints([endpoint.url for endpoint in self.endpoints], self.secret, self.allow_private)
+        self._outbox = self.reader.outbox()
+        if self._outbox is None:
+            name = type(self.reader).__name__
+            raise ValueError(f"webhooks need a task store with a webhook outbox; {name} has none")
+
+        async with Sender(
+            self.secret or "", timeout=self.timeout, allow_private=self.allow_private
+        ) as sender:
             self._sender = sender
             async with anyio.create_task_group() as group:
                 for _ in range(SENDERS):
@@ -194,7 +200,7 @@ class WebhookDelivery:
 
     async def sweep(self) -> None:
         """Claim the due entries of the records that hold any, and queue their attempts."""
-        records = await self.store.outbox_records(SWEEP_BATCH)
+        records = await self._store().outbox_records(SWEEP_BATCH)
         now = time.time()
         depth = 0
         for record in records:
@@ -212,7 +218,7 @@ class WebhookDelivery:
                 continue
             leased = {key: {"due": now + self.lease} for key in due}
             claimed = outbox_changed(record, updated(record, leased), self._keep_until(now))
-            if not await self.store.replace_outbox(claimed, expected_version=record.version):
+            if not await self._store().replace_outbox(claimed, expected_version=record.version):
                 continue  # changed meanwhile (another replica claimed it): the next sweep looks again
             for event_key in due:
                 key: _Key = (record.task_id, *event_key)
@@ -272,6 +278,11 @@ class WebhookDelivery:
             self.stats.deliveries["retried"] += 1
             await self._settle(record, event_key, {"n": attempts, "due": time.time() + wait})
 
+    def _store(self) -> KeepsOutbox:
+        if self._outbox is None:
+            raise RuntimeError("WebhookDelivery.run has not started")
+        return self._outbox
+
     def _keep_until(self, now: float) -> float:
         """How long a record with pending entries is kept at least: past one more full backoff
         and attempt (a pending event does not expire with its record while attempts remain)."""
@@ -296,6 +307,6 @@ class WebhookDelivery:
                 without(current, [event_key]) if change is None else updated(current, {event_key: change})
             )
             new = outbox_changed(current, outbox, self._keep_until(time.time()))
-            if await self.store.replace_outbox(new, expected_version=current.version):
+            if await self._store().replace_outbox(new, expected_version=current.version):
                 return
             current = await self.reader.get(current.task_id)

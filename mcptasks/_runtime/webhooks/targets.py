@@ -60,9 +60,13 @@ class RefusedAddress(MCPTasksError):
     """A webhook destination resolves to an address that is not globally routable."""
 
 
-def endpoints(urls: Sequence[str], secret: str | None, allow_private: bool) -> list[Endpoint]:
-    """The `Endpoint`s of `urls`; `ValueError` naming the setting for a bad URL or secret, or a
-    literal private address while private ones are refused."""
+def endpoints(
+    urls: Sequence[str], secret: str | None, allow_private: bool, *, complete: bool = True
+) -> list[Endpoint]:
+    """The `Endpoint`s of `urls`; `ValueError` naming the setting for a bad URL or secret, and
+    (`complete`: the settings are final) a missing secret or a literal private address while
+    private ones are refused. `EngineConfig` checks each field alone (`complete=False`): the
+    environment and the flags may each bring a part."""
     found: list[Endpoint] = []
     for url in urls:
         parts = urlsplit(url.strip())
@@ -75,7 +79,7 @@ def endpoints(urls: Sequence[str], secret: str | None, allow_private: bool) -> l
         except ValueError:
             raise ValueError(f"{URL_SETTING}: {shown_url(url)!r} has an invalid port") from None
         literal = _literal(parts.hostname)
-        if literal is not None and not allow_private and not is_global(literal):
+        if complete and literal is not None and not allow_private and not is_global(literal):
             raise ValueError(
                 f"{URL_SETTING}: {shown_url(url)!r} is a private, loopback or link-local address; "
                 f"allow such destinations with {ALLOW_SETTING}"
@@ -83,7 +87,7 @@ def endpoints(urls: Sequence[str], secret: str | None, allow_private: bool) -> l
         digest = hashlib.sha256(url.strip().encode()).hexdigest()[:16]
         if all(e.key != digest for e in found):
             found.append(Endpoint(url.strip(), digest, shown_url(url)))
-    if found:
+    if (found and complete) or secret is not None:
         check_secret(secret)
     return found
 
