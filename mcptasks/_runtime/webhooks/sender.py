@@ -25,12 +25,13 @@ import httpx2
 from standardwebhooks.webhooks import Webhook
 
 from mcptasks._runtime.webhooks.targets import Endpoint, RefusedAddress, destination
+from mcptasks._version import __version__
 
 Verdict = Literal["delivered", "retry", "drop", "gone"]
 """What to do with the event after an attempt."""
 
 
-USER_AGENT = "mcptasks-webhooks"
+USER_AGENT = f"mcptasks/{__version__} (webhooks)"
 
 
 @dataclass(frozen=True)
