@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import tempfile
 import time
@@ -91,12 +90,17 @@ def read_arrivals(path: Path) -> list[tuple[float, str, float]]:
     return found
 
 
+def start_receiver(port: int, out: Path) -> subprocess.Popen[bytes]:
+    """The receiver child process (`--receiver PORT FILE`)."""
+    out.touch()
+    return subprocess.Popen([sys.executable, __file__, "--receiver", str(port), str(out)])
+
+
 @asynccontextmanager
 async def receiver(workdir: Path) -> AsyncIterator[tuple[str, Path]]:
     port = free_port()
     out = workdir / f"arrivals-{port}.txt"
-    out.touch()
-    child = subprocess.Popen([sys.executable, __file__, "--receiver", str(port), str(out)])
+    child = start_receiver(port, out)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -113,16 +117,29 @@ async def receiver(workdir: Path) -> AsyncIterator[tuple[str, Path]]:
         child.wait(10)
 
 
-async def count_lines(path: Path) -> int:
+def count_lines(path: Path) -> int:
     return len(path.read_bytes().splitlines())
 
 
 async def wait_lines(path: Path, n: int, bound: float = 600.0) -> None:
     deadline = time.monotonic() + bound
-    while await count_lines(path) < n:
+    while count_lines(path) < n:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{await count_lines(path)} of {n} events arrived")
+            raise TimeoutError(f"{count_lines(path)} of {n} events arrived")
         await anyio.sleep(0.002)
+
+
+async def burst(protocol: Any, tasks: int, meta: dict[str, Any]) -> None:
+    """Create `tasks` zero-work tasks from `CONCURRENCY` concurrent callers."""
+    limiter = anyio.CapacityLimiter(CONCURRENCY)
+
+    async def create(n: int) -> None:
+        async with limiter:
+            await protocol.call_tool("done", {"n": n}, meta=meta)
+
+    async with anyio.create_task_group() as group:
+        for n in range(tasks):
+            group.start_soon(create, n)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -166,15 +183,7 @@ async def run_store(kind: str, tasks: int, workdir: Path) -> dict[str, Any]:
                     }
                 else:
                     started = time.time()
-                    limiter = anyio.CapacityLimiter(CONCURRENCY)
-
-                    async def create(n: int) -> None:
-                        async with limiter:
-                            await protocol.call_tool("done", {"n": n}, meta=meta)
-
-                    async with anyio.create_task_group() as group:
-                        for n in range(tasks):
-                            group.start_soon(create, n)
+                    await burst(protocol, tasks, meta)
                     created = time.time()
                     await wait_lines(arrivals, tasks)
                     seen = read_arrivals(arrivals)
@@ -191,7 +200,7 @@ async def run_store(kind: str, tasks: int, workdir: Path) -> dict[str, Any]:
     return figures
 
 
-async def main(options: argparse.Namespace) -> None:
+async def main(options: argparse.Namespace) -> dict[str, Any]:
     stores = ["memory", "sqlite"] if options.store == "all" else [options.store]
     results: dict[str, Any] = {
         "python": platform.python_version(),
@@ -206,8 +215,7 @@ async def main(options: argparse.Namespace) -> None:
             print(json.dumps(figures))
     results["load_after"] = os.getloadavg()[0]
     print(f"load average {results['load_before']:.2f} -> {results['load_after']:.2f}")
-    if options.json:
-        Path(options.json).write_text(json.dumps(results, indent=2))
+    return results
 
 
 if __name__ == "__main__":
@@ -218,4 +226,7 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--store", choices=("memory", "sqlite", "all"), default="all")
     parser.add_argument("--json")
-    anyio.run(main, parser.parse_args())
+    options = parser.parse_args()
+    results = anyio.run(main, options)
+    if options.json:
+        Path(options.json).write_text(json.dumps(results, indent=2))
