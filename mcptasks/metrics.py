@@ -73,6 +73,20 @@ METRICS: dict[str, tuple[str, str]] = {
     "mcptasks_store_queued": ("gauge", "Active records in the store no runner has claimed yet."),
     "mcptasks_store_runners": ("gauge", "Runners with a live heartbeat in the store."),
     "mcptasks_store_up": ("gauge", "1 when the store's statistics could be read for this scrape, else 0."),
+    "mcptasks_webhook_deliveries_total": (
+        "counter",
+        "Webhook delivery attempts by this process, by outcome: delivered, retried, gave_up, dropped "
+        "(413, or an endpoint no process knew for an hour), gone (410).",
+    ),
+    "mcptasks_webhook_failures_total": (
+        "counter",
+        "Failed webhook attempts by reason: connection_refused, timeout, tls_error, refused_address, "
+        "http_3xx, http_4xx, http_5xx, other.",
+    ),
+    "mcptasks_webhook_outbox_depth": (
+        "gauge",
+        "Webhook deliveries pending in the store's outbox at this process's last sweep.",
+    ),
 }
 """Every metric the endpoint exposes: its type and help text."""
 
@@ -248,6 +262,23 @@ class _ReadAtScrape:
             yield _family("mcptasks_store_queued", {(): stats.queued})
             yield _family("mcptasks_store_runners", {(): len(stats.runners)})
         yield _family("mcptasks_store_up", {(): 0 if stats is None else 1})
+        yield from _webhook_families(getattr(self.engine, "webhooks", None))
+
+
+def _webhook_families(delivery: Any) -> Iterator[Metric]:
+    """The webhook counters and the outbox depth, every label value listed (zeros included), when
+    webhooks are configured."""
+    if delivery is None:
+        return
+    from mcptasks._runtime.webhooks.delivery import OUTCOMES
+    from mcptasks._runtime.webhooks.targets import FAILURE_REASONS
+
+    stats = delivery.stats
+    outcomes: dict[Labels, float] = {(("outcome", o),): stats.deliveries[o] for o in OUTCOMES}
+    yield _family("mcptasks_webhook_deliveries_total", outcomes)
+    reasons: dict[Labels, float] = {(("reason", r),): stats.failures[r] for r in FAILURE_REASONS}
+    yield _family("mcptasks_webhook_failures_total", reasons)
+    yield _family("mcptasks_webhook_outbox_depth", {(): stats.outbox_depth})
 
 
 class _Exposition:

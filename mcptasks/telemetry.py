@@ -39,7 +39,15 @@ from mcptasks._runtime.failures import failure_label
 from mcptasks._runtime.observer import add_observer
 from mcptasks._version import __version__
 from mcptasks.stores.admin import TaskPage, TaskQuery, TaskStats
-from mcptasks.stores.base import KeepsOffers, RunnerOffer, StoreBase, TaskRecord, TaskStore, combined_replace
+from mcptasks.stores.base import (
+    KeepsOffers,
+    KeepsOutbox,
+    RunnerOffer,
+    StoreBase,
+    TaskRecord,
+    TaskStore,
+    combined_replace,
+)
 from mcptasks.stores.foreign import adopt_store
 from mcptasks.wire import ACTIVE_STATUSES, TERMINAL_STATUSES
 
@@ -470,6 +478,18 @@ class TimedStore(StoreBase):
 
     def offers(self) -> KeepsOffers | None:
         return None if self.inner.offers() is None else cast(KeepsOffers, self)
+
+    def outbox(self) -> KeepsOutbox | None:
+        return None if self.inner.outbox() is None else cast(KeepsOutbox, self)
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        result: list[TaskRecord] = await self._timed("outbox_records", self.inner.outbox_records(limit))
+        return result
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        written = self.inner.replace_outbox(record, expected_version=expected_version)
+        result: bool = await self._timed("replace_outbox", written)
+        return result
 
     async def runner_offers(self) -> dict[str, RunnerOffer]:
         result: dict[str, RunnerOffer] = await self._timed("runner_offers", self.inner.runner_offers())

@@ -21,6 +21,7 @@ from mcptasks._authoring.tool import FALLBACK_MODES, FallbackMode
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.limits import Limits
 from mcptasks._runtime.outages import StoreRetry
+from mcptasks._runtime.webhooks.targets import endpoints
 
 PollLimit = Literal["off", "delay", "reject"]
 
@@ -126,13 +127,34 @@ class EngineConfig:
     """Seconds between SSE keep-alive comments (None: the SDK's 15 s); process-wide."""
     secret: str | bytes | None = field(default=None, repr=False)
     """Signs mcptasks' `requestState`; set the same one on every replica (None: random)."""
+    webhooks: tuple[str, ...] = field(default=(), metadata=_flag("--webhook"))
+    """URLs that receive task events (`task.input_required`, `task.completed`, `task.failed`,
+    `task.cancelled`) as Standard Webhooks messages, at least once, from the store's outbox; the
+    environment variable is comma-separated. Give every process that writes records (replicas and
+    workers) the same list."""
+    webhook_secret: str | None = field(default=None, repr=False, metadata=_flag("--webhook-secret"))
+    """The Standard Webhooks signing secret (`whsec_` and 24 to 64 bytes in base64), required with
+    `webhooks`."""
+    webhook_allow_private: bool = field(default=False, metadata=_flag("--webhook-allow-private"))
+    """Deliver to private, loopback and link-local addresses too (refused by default)."""
+    webhook_timeout: float = 10.0
+    """Seconds one delivery attempt may take, name resolution and connection included."""
+    webhook_max_attempts: int = 12
+    """Attempts per event and endpoint before it is given up (waits of 2 s doubling, at most 10
+    minutes, each times a jitter in [0.5, 1]: twelve attempts span 20 to 40 minutes)."""
+    webhook_sweep_interval: float = 5.0
+    """Seconds between the sweeps that find undelivered events in the store (any replica's)."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             check = _CHECKS.get(spec.name)
             value = getattr(self, spec.name)
             if check is not None and not check(value):
-                raise ValueError(f"EngineConfig.{spec.name} {_RULES[spec.name]}, got {value!r}")
+                shown = "..." if spec.name == "webhook_secret" else repr(value)
+                raise ValueError(f"EngineConfig.{spec.name} {_RULES[spec.name]}, got {shown}")
+        if isinstance(self.webhooks, list):
+            object.__setattr__(self, "webhooks", tuple(self.webhooks))
+        endpoints(self.webhooks, self.webhook_secret, self.webhook_allow_private, complete=False)
 
     @classmethod
     def from_env(
@@ -186,11 +208,15 @@ def apply_flags(
     header_timeout: float | None = None,
     body_timeout: float | None = None,
     max_connections: int | None = None,
+    webhooks: list[str] | None = None,
+    webhook_secret: str | None = None,
+    webhook_allow_private: bool = False,
 ) -> EngineConfig:
     """`config` with the `mcptasks serve` / `worker` flags that were given (`--enqueue-only`,
     `--lease-ttl`, `--concurrency`, `--fast-path`, `--accept-missing-mcp-name`, `--status-tool`, `--related-tasks`,
     `--executor`, `--no-worker-timeout`, `--header-timeout`, `--body-timeout`,
-    `--max-connections`); raises
+    `--max-connections`, `--webhook` (adds to the configured ones), `--webhook-secret`,
+    `--webhook-allow-private`); raises
     `ValueError` for an invalid value."""
     given: dict[str, Any] = {
         "run_tasks": False if enqueue_only else None,
@@ -205,6 +231,9 @@ def apply_flags(
         "header_timeout": header_timeout,
         "body_timeout": body_timeout,
         "max_connections": max_connections,
+        "webhooks": (*config.webhooks, *webhooks) if webhooks else None,
+        "webhook_secret": webhook_secret,
+        "webhook_allow_private": True if webhook_allow_private else None,
     }
     changes = {name: value for name, value in given.items() if value is not None}
     return replace(config, **changes)
@@ -265,6 +294,12 @@ _CHECKS: dict[str, Callable[[object], bool]] = {
     "push": _flag_value,
     "keepalive": _optional(_positive),
     "secret": _optional(lambda value: isinstance(value, (str, bytes)) and len(value) > 0),
+    "webhooks": lambda value: isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value),
+    "webhook_secret": _optional(lambda value: isinstance(value, str)),
+    "webhook_allow_private": _flag_value,
+    "webhook_timeout": _positive,
+    "webhook_max_attempts": _count(1),
+    "webhook_sweep_interval": _positive,
 }
 
 _RULES = {
@@ -300,6 +335,12 @@ _RULES = {
     "push": "must be True or False",
     "keepalive": "must be a positive number of seconds or None",
     "secret": "must be a non-empty string or bytes, or None",
+    "webhooks": "must be a tuple of URL strings",
+    "webhook_secret": "must be a whsec_ string or None",
+    "webhook_allow_private": "must be True or False",
+    "webhook_timeout": "must be a positive number of seconds",
+    "webhook_max_attempts": "must be a positive integer",
+    "webhook_sweep_interval": "must be a positive number of seconds",
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -324,6 +365,8 @@ def _kinds(hint: Any) -> tuple[list[Any], bool]:
 def _kind(hint: Any) -> str:
     kinds, optional = _kinds(hint)
     kind = kinds[0]
+    if get_origin(kind) is tuple:
+        return "comma-separated values"
     if get_origin(kind) is Literal:
         text = "one of " + ", ".join(str(choice) for choice in get_args(kind))
     else:
@@ -337,6 +380,8 @@ def _parse(hint: Any, text: str) -> Any:
     if optional and value.lower() in ("", "none"):
         return None
     kind = kinds[0]
+    if get_origin(kind) is tuple:
+        return tuple(part.strip() for part in value.split(",") if part.strip())
     if kind is bool:
         if value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE

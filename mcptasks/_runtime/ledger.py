@@ -208,6 +208,32 @@ def waiting(note: str) -> Transition:
     return change
 
 
+def with_events(
+    change: Transition, stamp: Callable[[TaskRecord | None, TaskRecord], TaskRecord]
+) -> Transition:
+    """`change`, plus the webhook events it makes (`stamp(before, after)` adds them to the
+    record's outbox), so the events are written by the same compare-and-set as the change."""
+
+    def stamped(record: TaskRecord) -> TaskRecord | None:
+        after = change(record)
+        return None if after is None else stamp(record, after)
+
+    return stamped
+
+
+def outbox_changed(
+    record: TaskRecord, outbox: list[dict[str, Any]], keep_until: float | None = None
+) -> TaskRecord:
+    """`record` with its webhook outbox replaced by `outbox` (written with `replace_outbox`, the
+    task itself unchanged: `updated_at` stays), and while entries remain kept at least until
+    `keep_until`, so a pending event does not expire with its record before its last attempt."""
+    changed = record.evolve(outbox=outbox, updated_at=record.updated_at)
+    expires_at = record.expires_at
+    if outbox and keep_until is not None and expires_at is not None and expires_at < keep_until:
+        changed.ttl_ms = math.ceil((keep_until - record.created_at) * 1000)
+    return changed
+
+
 async def apply(
     store: TaskStore,
     task_id: str,

@@ -21,7 +21,7 @@ from mcptasks.cli.arguments import Handler
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.logsetup import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from mcptasks.cli.output import write
-from mcptasks.cli.startup import Startup, ToolLine
+from mcptasks.cli.startup import Startup, ToolLine, webhook_urls
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.url import store_error_hint
 
@@ -188,6 +188,7 @@ def _startup(mcp: Any, extension: Any, url: str | None, log_level: str, log_form
         if named is not None:
             startup.executor = redact_url(named) if isinstance(named, str) else repr(named)
         startup.fallback = extension.protocol.fallback
+        startup.webhooks = webhook_urls(extension.config)
     listed = [tool.name for tool in anyio.run(mcp.list_tools)]
     if extension is not None:  # task tools are listed by the extension's middleware, not the SDK
         listed += [definition["name"] for definition in extension.tool_definitions()]
@@ -257,6 +258,9 @@ def serve(
     header_timeout: float | None = None,
     body_timeout: float | None = None,
     max_connections: int | None = None,
+    webhooks: list[str] | None = None,
+    webhook_secret: str | None = None,
+    webhook_allow_private: bool = False,
 ) -> None:
     """Load TARGET and serve it until interrupted (`KeyboardInterrupt` after Ctrl-C)."""
     from mcp.server.mcpserver import MCPServer
@@ -268,7 +272,12 @@ def serve(
     if not isinstance(server, (TaskServer, MCPServer)):
         raise CliError(f"{target!r} is a {type(server).__name__}, not a TaskServer or an MCPServer")
     store_object = _store(store)
-    if store_object is not None or enqueue_only or lease_ttl is not None or executor is not None:
+    hooks: dict[str, Any] = {
+        "webhooks": webhooks,
+        "webhook_secret": webhook_secret,
+        "webhook_allow_private": webhook_allow_private,
+    }
+    if store_object is not None or enqueue_only or lease_ttl is not None or executor is not None or webhooks:
         _extension(server, target)  # the flags need one
     extension = _extension_of(server)
     connections: dict[str, Any] = {
@@ -288,11 +297,13 @@ def serve(
             related_tasks=related_tasks,
             executor=executor,
             no_worker_timeout=no_worker_timeout,
+            **hooks,
         )
         if store_object is not None:
             extension.use_store(store_object)
         else:  # the store the file configured
             _check_store(extension.engine.store, describe_store(extension.engine.store))
+        _check_webhooks(extension)
         if extension.config.executor is not None:  # the executor's workers run the bodies
             _check_executor(extension)
             _configure(extension, run_tasks=False)
@@ -347,6 +358,35 @@ def _serve_transport(
         raise KeyboardInterrupt
 
 
+def _check_webhooks(extension: Any) -> None:
+    """Refuse to start with webhooks the install or the store cannot deliver."""
+    config = extension.config
+    if not config.webhooks:
+        return
+    from mcptasks._runtime.webhooks.targets import endpoints
+    from mcptasks.stores.foreign import adopt_store
+    from mcptasks.stores.url import describe_store
+
+    try:  # the settings are final now: the environment's and the flags' parts together
+        endpoints(config.webhooks, config.webhook_secret, config.webhook_allow_private)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+    try:
+        import standardwebhooks  # noqa: F401
+    except ImportError:
+        raise CliError(
+            str(
+                MissingExtra(
+                    "webhooks", "standardwebhooks", "webhooks", what="--webhook (task event webhooks)"
+                )
+            )
+        ) from None
+    store = extension.engine.store
+    if adopt_store(store).outbox() is None:
+        raise CliError(f"--webhook: the task store {describe_store(store)} keeps no webhook outbox")
+
+
 def _check_executor(extension: Any) -> None:
     """Refuse an executor URL that does not load, or an executor over a store other processes
     cannot read (its workers run elsewhere)."""
@@ -375,6 +415,9 @@ def work(
     log_format: LogFormat = "text",
     executor: str | None = None,
     no_worker_timeout: float | None = None,
+    webhooks: list[str] | None = None,
+    webhook_secret: str | None = None,
+    webhook_allow_private: bool = False,
 ) -> None:
     """Load TARGET and run its tasks until interrupted: claimed from the shared store, or those the
     executor (`--executor`) assigns to this worker."""
@@ -397,7 +440,11 @@ def work(
         park_waiting=True,
         executor=executor,
         no_worker_timeout=no_worker_timeout,
+        webhooks=webhooks,
+        webhook_secret=webhook_secret,
+        webhook_allow_private=webhook_allow_private,
     )
+    _check_webhooks(extension)
     if extension.config.executor is not None:
         _check_executor(extension)
     engine = extension.engine
@@ -544,6 +591,27 @@ def build_parser() -> argparse.ArgumentParser:
             "before it fails with no_worker_for_tool (default 300)",
         )
         command.add_argument(
+            "--webhook",
+            action="append",
+            default=None,
+            metavar="URL",
+            help="send task events (input_required, completed, failed, cancelled) to URL as signed "
+            "Standard Webhooks messages; repeatable (also $MCPTASKS_WEBHOOKS, comma-separated)",
+        )
+        command.add_argument(
+            "--webhook-secret",
+            default=None,
+            metavar="whsec_...",
+            help="the Standard Webhooks signing secret, required with --webhook "
+            "(also $MCPTASKS_WEBHOOK_SECRET, which keeps it out of the process list)",
+        )
+        command.add_argument(
+            "--webhook-allow-private",
+            action="store_true",
+            help="also deliver to private, loopback and link-local addresses "
+            "(refused by default; also $MCPTASKS_WEBHOOK_ALLOW_PRIVATE)",
+        )
+        command.add_argument(
             "--log-level",
             choices=LOG_LEVELS,
             default="info",
@@ -610,6 +678,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 header_timeout=args.header_timeout,
                 body_timeout=args.body_timeout,
                 max_connections=args.max_connections,
+                webhooks=args.webhook,
+                webhook_secret=args.webhook_secret,
+                webhook_allow_private=args.webhook_allow_private,
             )
         elif args.command == "worker":
             work(
@@ -621,6 +692,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_format=args.log_format,
                 executor=args.executor,
                 no_worker_timeout=args.no_worker_timeout,
+                webhooks=args.webhook,
+                webhook_secret=args.webhook_secret,
+                webhook_allow_private=args.webhook_allow_private,
             )
         else:
             handler: Handler = args.handler

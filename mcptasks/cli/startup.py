@@ -7,9 +7,11 @@
       tools     run_pipeline (task optional), deploy (task required), ping (no task)
       log       info, text (one line per task transition)
       metrics   http://127.0.0.1:9464/metrics (Prometheus text format)
+      webhooks  https://hooks.example.com/mcptasks (task events, signed)
     Ctrl-C stops the server.
 
-The `metrics` line is there with `--metrics-port`. With `--log-format json` the same facts are
+The `metrics` line is there with `--metrics-port`, `webhooks` with `--webhook` (URLs without user
+info or query, which may hold credentials; never the secret). With `--log-format json` the same facts are
 one JSON object (`"event": "serving"`).
 """
 
@@ -73,6 +75,8 @@ class Startup:
     log_format: str = "text"
     metrics: str | None = None
     """The metrics endpoint's URL (`--metrics-port`); None: not served."""
+    webhooks: list[str] = field(default_factory=list)
+    """The webhook endpoints (shown without user info and query)."""
 
     def text(self) -> str:
         """The block as lines of text."""
@@ -99,6 +103,8 @@ class Startup:
         )
         if self.metrics is not None:
             lines.append(f"  metrics   {self.metrics} (Prometheus text format)")
+        if self.webhooks:
+            lines.append(f"  webhooks  {', '.join(self.webhooks)} (task events, signed)")
         lines.append("Ctrl-C stops the server.")
         return "\n".join(lines)
 
@@ -117,9 +123,17 @@ class Startup:
             tools=[tool.wire() for tool in self.tools],
             logLevel=self.log_level,
             metrics=self.metrics,
+            webhooks=self.webhooks,
         )
         return json_text(data)
 
     def print(self, stream: TextIO) -> None:
         """Write the block (text or JSON, after `log_format`) and flush."""
         write(stream, (self.json() if self.log_format == "json" else self.text()) + "\n")
+
+
+def webhook_urls(config: Any) -> list[str]:
+    """The webhook endpoints of an `EngineConfig` as the block shows them."""
+    from mcptasks._runtime.webhooks.targets import shown_url
+
+    return [shown_url(url) for url in config.webhooks]

@@ -181,6 +181,27 @@ class CountsActive(Protocol):
 
 
 @runtime_checkable
+class KeepsOutbox(Protocol):
+    """The optional webhook outbox of a store: the records whose `outbox` holds events not
+    delivered yet, and a write of that field alone that a terminal record also takes.
+
+    The events themselves are written by the ordinary `create` / `replace` of the change that
+    produced them (so a crash right after the write loses none); these two members let any
+    replica find them (`outbox_records`) and note each delivery (`replace_outbox`). Use
+    `StoreBase.outbox()` to tell whether a store has one. Checked by `StoreContract`.
+    """
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """Up to `limit` unexpired records of any status whose `outbox` is not empty, the least
+        recently updated first."""
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set that writes `record` (the stored record with only its `outbox`
+        changed), terminal or not; False when the version moved on or the record is gone or
+        expired. On success the version becomes `expected_version + 1`, as with `replace`."""
+
+
+@runtime_checkable
 class TaskStore(Protocol):
     """What the engine needs from a backend. All methods are coroutines except `subscribe`.
 
@@ -269,7 +290,8 @@ class StoreBase(abc.ABC):
     loop); `replace_and_publish` is `replace`, then `publish` when it applied; `count_active`
     counts through `list_active`; no tool offers (`offers()` is None, `runner_offers` raises
     `UnsupportedByStore`, and `heartbeat`/`claim` may ignore `tools`); `open_existing` is `open`;
-    the operator queries (`list_tasks`, `stats`, `purge`) raise `UnsupportedByStore`.
+    the operator queries (`list_tasks`, `stats`, `purge`) raise `UnsupportedByStore`; no webhook
+    outbox (`outbox()` is None, `outbox_records` and `replace_outbox` raise `UnsupportedByStore`).
 
     Two rules keep a subclass's own `replace`, `heartbeat` and `claim` in use, fixed once when the
     subclass is created: a subclass that defines `replace` but not `replace_and_publish` gets the
@@ -371,6 +393,23 @@ class StoreBase(abc.ABC):
     async def runner_offers(self) -> dict[str, RunnerOffer]:
         """See `KeepsOffers.runner_offers`; the default raises `UnsupportedByStore`."""
         raise UnsupportedByStore(f"{type(self).__name__} keeps no tool offers (runner_offers)")
+
+    # -- webhook outbox --------------------------------------------------------------------------
+
+    def outbox(self) -> KeepsOutbox | None:
+        """This store as a keeper of a webhook outbox (`KeepsOutbox`), or None: a store has one
+        when its class overrides both `outbox_records` and `replace_outbox`."""
+        cls = type(self)
+        kept = all(_definer(cls, name) is not StoreBase for name in ("outbox_records", "replace_outbox"))
+        return cast("KeepsOutbox", self) if kept else None
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """See `KeepsOutbox.outbox_records`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} keeps no webhook outbox (outbox_records)")
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """See `KeepsOutbox.replace_outbox`; the default raises `UnsupportedByStore`."""
+        raise UnsupportedByStore(f"{type(self).__name__} keeps no webhook outbox (replace_outbox)")
 
     # -- change feed -----------------------------------------------------------------------------
 

@@ -72,6 +72,21 @@ class MemoryTaskStore(StoreBase):
         self._records[record.task_id] = record.copy()
         return True
 
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set on `version` that a terminal record also takes (`KeepsOutbox`)."""
+        stored = self._records.get(record.task_id)
+        if stored is None or stored.version != expected_version or stored.expired(time.time()):
+            return False
+        record.version = expected_version + 1
+        self._records[record.task_id] = record.copy()
+        return True
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """Unexpired records with undelivered webhook events, least recently updated first."""
+        pending = [r for r in self._unexpired() if r.outbox]
+        pending.sort(key=lambda r: (r.updated_at, r.task_id))
+        return [r.copy() for r in pending[: max(limit, 0)]]
+
     async def list_active(self) -> list[TaskRecord]:
         """Copies of every unexpired working / input_required record."""
         now = time.time()

@@ -175,6 +175,17 @@ _OWNER_INDEX = (
 """The index of `count_active` and fair claims: an index, not a schema version, so a worker of
 an older mcptasks still opens the schema during a rolling deploy."""
 
+_PENDING_OUTBOX = "strpos(body::text, '\"outbox\":[{') > 0"
+"""A row whose body holds webhook events (compact JSON text: the test parses nothing, so a body
+holding `\\u0000` in a string, which `->` refuses to read, is still written). A nested key of the
+same name may match too; `outbox_records` keeps only the records whose outbox is not empty."""
+
+_OUTBOX_INDEX = (
+    "CREATE INDEX IF NOT EXISTS tasks_outbox ON {s}.tasks (updated_at) WHERE "
+    + _PENDING_OUTBOX.replace("{", "{{")
+)
+"""The records with undelivered webhook events (`KeepsOutbox`), an index like `_OWNER_INDEX`."""
+
 
 def _fair_claim(tasks: str, only: str) -> str:
     """The claim statement: queued rows (also matching `only`) in `FAIR_ORDER`, skipping rows
@@ -472,6 +483,14 @@ class PostgresTaskStore(StoreBase):
             ),
             "get": f"SELECT {_RETURNED} FROM {tasks} WHERE task_id = $1 AND {_UNEXPIRED.format(now='$2')}",
             "replace": update,
+            # replace_outbox: the same write, which a terminal (unexpired) record also takes
+            "replace_outbox": update.replace(
+                NOT_TERMINAL, _UNEXPIRED.format(now=f"${len(write_columns) + 2}::double precision")
+            ),
+            "outbox_records": (
+                f"SELECT {_RETURNED} FROM {tasks} WHERE {_PENDING_OUTBOX} "
+                f"AND {_UNEXPIRED.format(now='$1')} ORDER BY updated_at LIMIT $2"
+            ),
             # the replace, and its announcement sent with its commit: one row when it applied
             "replace_and_publish": (
                 f"WITH changed AS ({update} RETURNING task_id) "
@@ -646,6 +665,7 @@ class PostgresTaskStore(StoreBase):
                     await conn.execute(statement.format(s=s))
                 await conn.execute(f"INSERT INTO {s}.schema_version (version) VALUES ($1)", version)
             await conn.execute(_OWNER_INDEX.format(s=s))
+            await conn.execute(_OUTBOX_INDEX.format(s=s))
         if found != target:
             logger.info("migrated task store schema %r from version %d to %d", self._schema, found, target)
         return found
@@ -732,6 +752,21 @@ class PostgresTaskStore(StoreBase):
             return False
         record.version = expected_version + 1
         return True
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set on `version` that a terminal record also takes (`KeepsOutbox`)."""
+        values = _replacing_values(record, expected_version)
+        status = await self._pool().execute(self._sql["replace_outbox"], *values, time.time())
+        if _row_count(status) != 1:
+            return False
+        record.version = expected_version + 1
+        return True
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """Unexpired records with undelivered webhook events, least recently updated first (the
+        partial index `tasks_outbox` holds only those rows)."""
+        rows = await self._pool().fetch(self._sql["outbox_records"], time.time(), max(limit, 0))
+        return [record for record in map(_record, rows) if record.outbox]
 
     async def list_active(self) -> list[TaskRecord]:
         """Every unexpired `working` / `input_required` record, oldest first."""

@@ -35,6 +35,7 @@ _SHARED_EMPTIES: dict[str, Any] = {
     "transitions": EMPTY_LIST,
     "status_history": EMPTY_LIST,
     "related_task_ids": EMPTY_LIST,
+    "outbox": EMPTY_LIST,
 }
 """The fields whose empty value is the shared one, however a record is built or evolved."""
 
@@ -99,6 +100,10 @@ class TaskRecord:
     trace: dict[str, str] | None = None
     """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
     telemetry in any process can link the task's spans to it; None without telemetry."""
+    outbox: list[dict[str, Any]] = field(default_factory=_empty_list)
+    """Webhook events of this task not delivered yet (one entry per event and endpoint), written
+    by the same compare-and-set as the change that produced them; see `mcptasks._runtime.webhooks`.
+    Unlike every other field it may change after the task ended (`KeepsOutbox.replace_outbox`)."""
 
     def __post_init__(self) -> None:
         if not self.updated_at:

@@ -295,6 +295,10 @@ return 1
 """
 )
 
+_REPLACE_ANY_LUA = _REPLACE_LUA.replace("if TERMINAL[cur[2]] then\n  return 0\nend\n", "", 1)
+"""The replace script without its terminal check: `replace_outbox`, which a terminal record takes."""
+assert _REPLACE_ANY_LUA != _REPLACE_LUA
+
 # KEYS: 1 queued, 2 active, 3 this call's claim log. ARGV: 1 runner, 2 limit, 3 now,
 # 4 task key prefix, 5 claim log TTL (ms), 6 the tools to take, a JSON list ("": any), 7 the most
 # claimable ids of other tools one call steps over, 8 how many claimable ids it ranks (the
@@ -595,6 +599,7 @@ class RedisTaskStore(StoreBase):
         self._channel = f"{prefix}:changes"
         self._create_script: AsyncScript | None = None
         self._replace_script: AsyncScript | None = None
+        self._replace_any_script: AsyncScript | None = None
         self._claim_script: AsyncScript | None = None
         self._delete_script: AsyncScript | None = None
         self._purge_script: AsyncScript | None = None
@@ -666,6 +671,7 @@ class RedisTaskStore(StoreBase):
         self._client = client
         self._create_script = client.register_script(_CREATE_LUA)
         self._replace_script = client.register_script(_REPLACE_LUA)
+        self._replace_any_script = client.register_script(_REPLACE_ANY_LUA)
         self._claim_script = client.register_script(_CLAIM_LUA)
         self._delete_script = client.register_script(_DELETE_EXPIRED_LUA)
         self._purge_script = client.register_script(_PURGE_LUA)
@@ -807,6 +813,26 @@ class RedisTaskStore(StoreBase):
             return False
         record.version = expected_version + 1
         return True
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set on `version` that a terminal record also takes (`KeepsOutbox`)."""
+        self._require_open()
+        if record.expired(time.time()):
+            return False
+        keys, args = self._write_args(record, _call_id(), expected_version + 1)
+        args.append(str(expected_version))
+        if not int(await self._script(self._replace_any_script)(keys=keys, args=args)):
+            return False
+        record.version = expected_version + 1
+        return True
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """Unexpired records with undelivered webhook events, least recently updated first. It
+        scans every task key (Redis keeps no index of them), so the sweep that calls it runs
+        every few seconds only."""
+        pending = [record for record in await self._all_records() if record.outbox]
+        pending.sort(key=lambda record: (record.updated_at, record.task_id))
+        return pending[: max(limit, 0)]
 
     async def list_active(self) -> list[TaskRecord]:
         """Every unexpired `working` / `input_required` record, oldest first."""

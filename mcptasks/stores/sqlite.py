@@ -135,6 +135,13 @@ _CREATE_OWNER_INDEX = "CREATE INDEX IF NOT EXISTS tasks_owner_status ON tasks (o
 """The index of `count_active` and fair claims: an index, not a schema version, so a worker of
 an older mcptasks still opens the file during a rolling deploy."""
 
+_CREATE_OUTBOX_INDEX = (
+    "CREATE INDEX IF NOT EXISTS tasks_outbox ON tasks (updated_at) "
+    "WHERE json_array_length(body, '$.outbox') > 0"
+)
+"""The records with undelivered webhook events (`KeepsOutbox`): a partial index, so the sweep
+reads only those rows; an index, not a schema version, like `_CREATE_OWNER_INDEX`."""
+
 _COLUMNS = RECORD_COLUMNS
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM tasks"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"
@@ -172,6 +179,7 @@ def migrate(conn: sqlite3.Connection, name: str = "database") -> int:
             for statement in statements:
                 conn.execute(statement)
         conn.execute(_CREATE_OWNER_INDEX)
+        conn.execute(_CREATE_OUTBOX_INDEX)
         if found != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -202,6 +210,13 @@ _UPDATE = (
     f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _WRITE_COLUMNS[1:])} "
     f"WHERE task_id = ? AND version = ? AND {NOT_TERMINAL}"
 )
+
+
+_UPDATE_ANY = (
+    f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _WRITE_COLUMNS[1:])} "
+    f"WHERE task_id = ? AND version = ? AND {_UNEXPIRED}"
+)
+"""`_UPDATE` that a terminal record also takes (`replace_outbox`); its last parameter is now."""
 
 
 def _record(row: Sequence[Any]) -> TaskRecord:
@@ -576,6 +591,35 @@ class SqliteTaskStore(StoreBase):
             return False
         record.version = expected_version + 1
         return True
+
+    async def replace_outbox(self, record: TaskRecord, *, expected_version: int) -> bool:
+        """Compare-and-set on `version` that a terminal record also takes (`KeepsOutbox`)."""
+        row = list(_row_values(record))
+        row[_COLUMNS.index("version") - 1] = expected_version + 1
+        values = (*row, record.task_id, expected_version, time.time())
+
+        def update(conn: sqlite3.Connection) -> bool:
+            return conn.execute(_UPDATE_ANY, values).rowcount == 1
+
+        if not await self._execute(update, write=True, point=True):
+            return False
+        record.version = expected_version + 1
+        return True
+
+    async def outbox_records(self, limit: int) -> list[TaskRecord]:
+        """Unexpired records with undelivered webhook events, least recently updated first (the
+        partial index `tasks_outbox` holds only those rows)."""
+        now = time.time()
+
+        def select(conn: sqlite3.Connection) -> list[TaskRecord]:
+            rows = conn.execute(
+                f"{_SELECT} WHERE json_array_length(body, '$.outbox') > 0 AND {_UNEXPIRED} "
+                "ORDER BY updated_at LIMIT ?",
+                (now, max(limit, 0)),
+            ).fetchall()
+            return [_record(row) for row in rows]
+
+        return await self._execute(select, write=False)
 
     async def list_active(self) -> list[TaskRecord]:
         """Every unexpired `working` / `input_required` record, oldest first."""

@@ -45,7 +45,9 @@ from mcptasks.stores.base import (
     CountsActive,
     KeepsJournal,
     KeepsOffers,
+    KeepsOutbox,
     OperatorStore,
+    StoreBase,
     TaskExists,
     TaskRecord,
     TaskStore,
@@ -1013,6 +1015,62 @@ class StoreContract:
         assert stored is not None and stored.status_history == moved.status_history
         (claimed,) = await store.claim("runner-h", 10)
         assert claimed.status_history == moved.status_history
+
+    # == the webhook outbox (`KeepsOutbox`, optional): events not delivered yet ===================
+
+    def _outbox(self, store: TaskStore) -> KeepsOutbox:
+        """`store` as a `KeepsOutbox`; skips the test when the store keeps none."""
+        outbox = store.outbox() if isinstance(store, StoreBase) else None
+        if outbox is None:
+            pytest.skip("the store keeps no webhook outbox (outbox_records / replace_outbox)")
+        return outbox
+
+    @pytest.mark.anyio
+    async def test_outbox_records_are_the_unexpired_records_with_pending_events(
+        self, store: TaskStore
+    ) -> None:
+        """Active and ended records with entries are found, least recently updated first; a record
+        without entries or an expired one is not."""
+        outbox = self._outbox(store)
+        event = {"id": "msg_1", "type": "task.completed", "at": 1.5, "to": "k", "n": 0, "due": 2.5}
+        now = time.time()
+        ended = await store.create(_record(status="completed", outbox=[event], updated_at=now - 5))
+        active = await store.create(
+            _record(outbox=[{**event, "type": "task.input_required"}], updated_at=now - 1)
+        )
+        await store.create(_record())
+        await store.create(_record(outbox=[event], created_at=now - 10, ttl_ms=1000))
+        found = await outbox.outbox_records(100)
+        assert [r.task_id for r in found] == [ended.task_id, active.task_id]
+        assert found[0].outbox == [event] and found[0] == ended
+        assert [r.task_id for r in await outbox.outbox_records(1)] == [ended.task_id]
+
+    @pytest.mark.anyio
+    async def test_replace_outbox_is_compare_and_set_and_a_terminal_record_takes_it(
+        self, store: TaskStore
+    ) -> None:
+        """The write of the outbox alone: on the current version only (which it bumps), also
+        once the record ended; `replace` still refuses the ended record."""
+        outbox = self._outbox(store)
+        event = {"id": "msg_2", "type": "task.failed", "at": 1.5, "to": "k", "n": 0, "due": 2.5}
+        record = await store.create(_record())
+        ended = record.evolve(status="failed", error={"code": -32603, "message": "x"}, outbox=[event])
+        assert await store.replace(ended, expected_version=record.version)
+        retried = ended.evolve(outbox=[{**event, "n": 1, "due": 9.5}], updated_at=ended.updated_at)
+        assert await outbox.replace_outbox(retried, expected_version=ended.version)
+        assert retried.version == ended.version + 1
+        stored = await store.get(record.task_id)
+        assert stored == retried and stored.status == "failed"
+        stale = ended.evolve(outbox=[], updated_at=ended.updated_at)
+        assert not await outbox.replace_outbox(stale, expected_version=ended.version)
+        delivered = retried.evolve(outbox=[], updated_at=retried.updated_at)
+        assert await outbox.replace_outbox(delivered, expected_version=retried.version)
+        assert (await store.get(record.task_id)) == delivered
+        assert await outbox.outbox_records(100) == []
+        assert not await store.replace(
+            delivered.evolve(status_message="no"), expected_version=delivered.version
+        )
+        assert not await outbox.replace_outbox(_record(), expected_version=0)  # unknown task
 
     # == the journal (`KeepsJournal`, optional): what durable bodies replay from ================
 

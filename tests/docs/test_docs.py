@@ -1069,6 +1069,35 @@ async def test_howto_push() -> None:
     assert gets == 0  # every state came by push
 
 
+@exercises("howto_webhooks.py")
+async def test_howto_webhooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook_helpers import SECRET, arrive, receiving
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCPTASKS_WEBHOOK_SECRET", SECRET)
+    snippet = load_snippet("howto_webhooks.py")
+    assert snippet.app.config.webhooks == ("https://hooks.example.com/mcptasks",)
+    with receiving() as receiver:  # the page's endpoint, on loopback
+        moved = dataclasses.replace(snippet.app.config, webhooks=(receiver.url,), webhook_allow_private=True)
+        snippet.app.configure(moved)
+        async with connect(snippet.app) as tasks:
+            task_id = (await tasks.start("deploy", {"service": "api"}))["taskId"]
+            key, _ = the_input_request(await tasks.wait_input(task_id, count=1))
+            await tasks.update(task_id, {key: {"action": "accept", "content": {"approve": True}}})
+            assert (await tasks.finish(task_id))["status"] == "completed"
+            await arrive(lambda: len(receiver.unique()) == 2, "both events")
+    first, second = receiver.unique().values()
+    assert [snippet.receive(d.body, d.headers) for d in (first, second)] == [200, 200]
+    assert snippet.receive(first.body, first.headers) == 200  # a duplicate, taken once
+    assert snippet.receive(first.body, {**first.headers, "webhook-signature": "v1,AAAA"}) == 401
+    out = capsys.readouterr().out
+    assert "deploy asks: [{'method': 'elicitation/create'" in out
+    assert "deploy completed: deployed api" in out
+    assert out.count("deploy asks") == 1
+
+
 @exercises("concepts_outcomes.py")
 async def test_concepts_outcomes() -> None:
     snippet = load_snippet("concepts_outcomes.py")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -560,3 +562,62 @@ def test_examples_pass_mypy_strict(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- webhook_receiver --------------------------------------------------------------------------------
+
+
+def start_receiver(port: int, secret: str) -> subprocess.Popen[str]:
+    """`python examples/webhook_receiver.py --port PORT`, as the how-to runs it."""
+    env = {**os.environ, "MCPTASKS_WEBHOOK_SECRET": secret}
+    command = [sys.executable, str(EXAMPLES / "webhook_receiver.py"), "--port", str(port)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+
+
+def accepting(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+async def test_the_webhook_receiver_verifies_and_prints_each_event_once() -> None:
+    import httpx2
+    from processes import free_port
+    from standardwebhooks.webhooks import Webhook
+    from webhook_helpers import SECRET
+
+    port = free_port()
+    receiver = start_receiver(port, SECRET)
+    url = f"http://127.0.0.1:{port}/hooks"
+    try:
+        await eventually(lambda: accepting(port), "the receiver to listen")
+        hello = load_example("hello")
+        settings = {"webhooks": (url,), "webhook_secret": SECRET, "webhook_allow_private": True}
+        hello.app.configure(replace(hello.app.config, **settings))
+        async with connect(hello.app) as tasks:
+            task_id = (await tasks.start("hello", {"name": "Ada"}))["taskId"]
+            await tasks.finish(task_id)
+        assert receiver.stdout is not None
+        with anyio.fail_after(60):
+            line = await anyio.to_thread.run_sync(receiver.stdout.readline, abandon_on_cancel=True)
+        event = json.loads(line)
+        assert event["type"] == "task.completed" and event["id"].startswith("msg_")
+        assert event["data"]["taskId"] == task_id and event["data"]["tool"] == "hello"
+        # the same event again (a retry) is taken but not printed; a forged one is refused
+        body = json.dumps({"type": "task.completed", "timestamp": "x", "data": {}})
+        now = datetime.now(tz=timezone.utc)
+        headers = {
+            "webhook-id": event["id"],
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": Webhook(SECRET).sign(event["id"], now, body),
+        }
+        async with httpx2.AsyncClient() as http:
+            assert (await http.post(url, content=body, headers=headers)).status_code == 200
+            forged = {**headers, "webhook-signature": "v1,AAAA"}
+            assert (await http.post(url, content=body, headers=forged)).status_code == 401
+    finally:
+        receiver.terminate()
+        rest, _ = receiver.communicate(timeout=30)
+    assert rest == ""  # nothing printed after the first event

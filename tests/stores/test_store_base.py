@@ -90,6 +90,12 @@ async def test_the_defaults_behave_as_documented() -> None:
     assert await store.replace_and_publish(record.evolve(), expected_version=0, message="~t")
     assert not await store.replace_and_publish(record.evolve(), expected_version=0, message="~again")
     assert store.published == ["~t"]
+    # no webhook outbox: `outbox()` says so, its members refuse
+    assert store.outbox() is None
+    with pytest.raises(UnsupportedByStore, match="Plain keeps no webhook outbox"):
+        await store.outbox_records(10)
+    with pytest.raises(UnsupportedByStore, match="Plain keeps no webhook outbox"):
+        await store.replace_outbox(record, expected_version=1)
 
 
 def test_abstract_members_are_required() -> None:
@@ -113,6 +119,15 @@ def test_a_subclass_changing_replace_or_claim_alone_keeps_it_in_use() -> None:
 
     assert ChangesReplace.replace_and_publish is StoreBase.replace_and_publish
     assert MemoryTaskStore().offers() is not None and ChangesClaim().offers() is None
+
+
+def test_a_store_keeps_an_outbox_when_it_has_both_members() -> None:
+    class HalfOutbox(Plain):
+        async def outbox_records(self, limit: int) -> list[TaskRecord]:
+            return []
+
+    assert MemoryTaskStore().outbox() is not None
+    assert HalfOutbox().outbox() is None  # replace_outbox is still the default
 
 
 class Foreign:
@@ -139,6 +154,7 @@ async def test_a_foreign_store_is_adopted_with_the_defaults() -> None:
         record = await store.create(TaskRecord(task_id="t", owner="alice", tool="x"))
         assert await store.count_active("alice") == 1
         assert await store.epoch() is None and store.twin() is None and store.offers() is None
+        assert store.outbox() is None  # webhooks need a store with `KeepsOutbox`
         assert await store.append_journal("t", 0, "entry") == "entry"  # kept nowhere
         assert await store.read_journal("t") == []
         assert await store.replace_and_publish(record.evolve(), expected_version=0, message="~t")

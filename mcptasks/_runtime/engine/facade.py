@@ -107,6 +107,11 @@ class TaskEngine:
         self.tools[tool.name] = tool  # the parts share this dict
 
     @property
+    def webhooks(self) -> Any:
+        """The `WebhookDelivery` of this engine (its endpoints and counters), or None."""
+        return self._parts.webhooks
+
+    @property
     def running(self) -> bool:
         """Whether the engine is inside its `async with` block."""
         return self._parts.host.taking_work

@@ -24,17 +24,31 @@ from mcptasks._runtime.engine.immediate import ImmediateResults
 from mcptasks._runtime.engine.liveness import Liveness
 from mcptasks._runtime.engine.placement import Placement
 from mcptasks._runtime.engine.queue import Claims, QueuedAdmission, QueuePlacement
-from mcptasks._runtime.engine.records import RecordWriter
+from mcptasks._runtime.engine.records import EventOutbox, RecordWriter
 from mcptasks._runtime.engine.runs import RunRegistry
 from mcptasks._runtime.engine.via_executor import ExecutorPlacement
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.watchdog import Watchdog
+from mcptasks._runtime.webhooks.delivery import WebhookDelivery
 from mcptasks.stores.base import CHANGED_PREFIX, StoreBase
 
 
 async def _in_thread(call: Callable[[], object]) -> None:
     await anyio.to_thread.run_sync(call)
+
+
+def webhooks_for(store: StoreBase, config: EngineConfig, records: RecordWriter) -> WebhookDelivery | None:
+    """The delivery of the configured webhooks, its events stamped on every write `records` makes."""
+    if not config.webhooks:
+        return None
+    delivery = WebhookDelivery(
+        store, config.webhooks, config.webhook_secret, allow_private=config.webhook_allow_private,
+        timeout=config.webhook_timeout, max_attempts=config.webhook_max_attempts,
+        sweep_interval=config.webhook_sweep_interval,
+    )  # fmt: skip
+    records.outbox = EventOutbox(delivery.stamp, delivery.wrote)
+    return delivery
 
 
 class Parts(NamedTuple):
@@ -48,6 +62,8 @@ class Parts(NamedTuple):
     claims: Claims
     placement: Placement
     liveness: Liveness
+    webhooks: WebhookDelivery | None = None
+    """The delivery of task events to webhooks (None: none configured)."""
 
     @classmethod
     def build(
@@ -82,7 +98,8 @@ class Parts(NamedTuple):
             placement = QueuePlacement(store, records, host, admission, observer)
         liveness = Liveness(store, config, tools, me, records, runs, ends, claims, placement)
         immediate = ImmediateResults(records, runs, host.start_soon)
-        return cls(records, runs, ends, host, immediate, claims, placement, liveness)
+        webhooks = webhooks_for(store, config, records)
+        return cls(records, runs, ends, host, immediate, claims, placement, liveness, webhooks)
 
     async def start(
         self,
@@ -113,6 +130,8 @@ class Parts(NamedTuple):
         if config.recover_orphans:  # a large backlog goes on in the background
             await task_group.start(liveness.recover_forever)
         await task_group.start(listen)
+        if self.webhooks is not None:
+            await task_group.start(self.webhooks.run)
         task_group.start_soon(every, config.sweep_interval, sweep)
         # The loop renews too: if the thread cannot reach the store, the lease still holds.
         task_group.start_soon(every, config.lease_ttl / 3, liveness.heartbeat)

@@ -10,6 +10,7 @@ It owns that state; nothing else writes a record.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import NamedTuple
 
 import anyio
@@ -65,8 +66,20 @@ def same_call(stored: TaskRecord, record: TaskRecord) -> TaskRecord:
     return stored
 
 
+class EventOutbox(NamedTuple):
+    """Where the webhook events of record changes go (`mcptasks._runtime.webhooks.delivery`)."""
+
+    stamp: Callable[[TaskRecord | None, TaskRecord], TaskRecord]
+    """Adds the events of a change to the written record's outbox (`ledger.with_events`)."""
+    wrote: Callable[[TaskRecord], None]
+    """Told each record written with events, to send them at once."""
+
+
 class RecordWriter:
     """Writes task records for one engine: creates, transitions, ends, kept ends, journals."""
+
+    outbox: EventOutbox | None = None
+    """Set when webhooks are configured: every write here then carries its events."""
 
     def __init__(
         self,
@@ -97,12 +110,18 @@ class RecordWriter:
     async def create(self, record: TaskRecord) -> TaskRecord | None:
         """Store a new record: None when stored, else the live record that holds its
         idempotency key (nothing was stored)."""
+        outbox = self.outbox
+        if outbox is not None:
+            # in place: the caller goes on with this very object as its known copy
+            record.outbox = outbox.stamp(None, record).outbox
         stored = await self.store.create(record)
         if stored.task_id != record.task_id:
             return stored
         log_task("created", record)
         if self.observer is not None:
             self.observer.created(record)
+        if outbox is not None and record.outbox:
+            outbox.wrote(record)
         return None
 
     def defer(self, record: TaskRecord) -> None:
@@ -157,15 +176,22 @@ class RecordWriter:
     async def mutate(
         self, task_id: str, change: Transition, *, known: TaskRecord | None = None
     ) -> TaskRecord | None:
-        """`ledger.apply` (the first write of a record started with `defer` creates it)."""
+        """`ledger.apply` (the first write of a record started with `defer` creates it), with the
+        change's webhook events when they are configured."""
+        outbox = self.outbox
+        if outbox is not None:
+            change = ledger.with_events(change, outbox.stamp)
+        written: TaskRecord | None = None
         if task_id in self._unstored or task_id in self._storing:
-            first = await self.store_deferred(task_id, change)
-            if first is not None:
-                return first
-            known = None  # stored by another write meanwhile
-        return await ledger.apply(
-            self.store, task_id, change, known=known, push=self.config.push, observer=self.observer
-        )
+            written = await self.store_deferred(task_id, change)
+            known = None  # stored by another write meanwhile, when not by this one
+        if written is None:
+            written = await ledger.apply(
+                self.store, task_id, change, known=known, push=self.config.push, observer=self.observer
+            )
+        if outbox is not None and written is not None and written.outbox:
+            outbox.wrote(written)
+        return written
 
     async def finish(
         self,
