@@ -35,6 +35,8 @@ _SHARED_EMPTIES: dict[str, Any] = {
     "transitions": EMPTY_LIST,
     "status_history": EMPTY_LIST,
     "related_task_ids": EMPTY_LIST,
+    "answer_log": EMPTY_DICT,
+    "input_deadlines": EMPTY_DICT,
 }
 """The fields whose empty value is the shared one, however a record is built or evolved."""
 
@@ -99,6 +101,13 @@ class TaskRecord:
     trace: dict[str, str] | None = None
     """W3C trace context (`traceparent`, `tracestate`) of the request that created the task, so
     telemetry in any process can link the task's spans to it; None without telemetry."""
+    answer_log: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
+    """Who answered each input key and when, key -> `{by, at, answer, question, ...}` (`by`:
+    `client`, `operator` or `deadline`; `answer` and `question`: digests of the answer and of the
+    request it answered). Kept after the body took the answer: a key takes one answer only."""
+    input_deadlines: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
+    """When an outstanding request is answered for the person who did not, key -> `{at, answer}`
+    (`at`: epoch seconds; `answer`: the wire answer the request's author chose)."""
 
     def __post_init__(self) -> None:
         if not self.updated_at:

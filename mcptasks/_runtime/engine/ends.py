@@ -27,8 +27,9 @@ from mcptasks._runtime.outages import StoreRetry, describe
 from mcptasks._runtime.recovery import lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
+from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import StoreBase, TaskRecord
-from mcptasks.wire import INTERNAL_ERROR
+from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
 
 logger = logging.getLogger("mcptasks")
 
@@ -94,10 +95,20 @@ class RunEnds:
             self.runs.drop(run.task_id)
 
     async def answer(self, task_id: str, responses: Mapping[str, Any], known: TaskRecord) -> None:
-        """Record a client's answers to outstanding keys and wake the run waiting for them."""
+        """Record a client's answers to outstanding keys and wake the run waiting for them;
+        -32602 and nothing recorded when a key was answered already with another answer."""
         accepted: dict[str, Any] = {}
-        if await self.records.mutate(task_id, answered(responses, accepted), known=known) is None:
+        refused: dict[str, str] = {}
+        change = answered(responses, accepted, refused=refused)
+        if await self.records.mutate(task_id, change, known=known) is None:
             return
+        if refused:
+            key, reason = next(iter(refused.items()))
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"Invalid inputResponses: {reason}; no answer was recorded",
+                {"reason": "stale_answer", "key": key},
+            )
         if accepted:
             run = self.runs.get(task_id)
             if run is not None:
