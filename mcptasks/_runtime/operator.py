@@ -241,39 +241,16 @@ def answers_view(record: TaskRecord) -> dict[str, dict[str, Any]]:
     return view
 
 
-def pending_elicitations(record: TaskRecord) -> list[str]:
-    """The outstanding input keys of `record` that ask a person (`elicitation/create`)."""
-    return sorted(
-        key for key, request in record.input_requests.items() if request.get("method") == "elicitation/create"
-    )
-
-
-def _with_action(record: TaskRecord, wanted: dict[str, Any], action: str | None) -> dict[str, Any]:
-    """`wanted` with every other pending elicitation of `record` answered with `action`."""
-    if action is not None:
-        if action not in ("decline", "cancel"):
-            raise AnswerRefused(f"unknown action {action!r} (use decline or cancel)")
-        keys = [key for key in pending_elicitations(record) if key not in wanted]
-        if not keys and not wanted:
-            raise AnswerRefused(f"task {record.task_id} has no pending elicitation to {action}")
-        wanted.update({key: {"action": action} for key in keys})
-    if not wanted:
-        raise AnswerRefused("no answer given")
-    return wanted
-
-
 async def answer_task(
     store: OperatorStore,
     task_id: str,
     responses: dict[str, Any],
     *,
-    action: str | None = None,
     name: str | None = None,
 ) -> TaskRecord | None:
     """Answer pending questions of `task_id` as an operator; the record afterwards (None: unknown id).
 
-    `responses` are wire answers by input key, checked as `tasks/update` checks them; `action`
-    (`decline` or `cancel`) answers every pending elicitation with it as well. Each answer is
+    `responses` are wire answers by input key, checked as `tasks/update` checks them; each is
     logged in the record as an operator's (with `name`, when given). `AnswerRefused`, with
     nothing recorded, for a terminal task, a key that is not pending, a key answered already, or
     an answer a store cannot keep. The body, in this process or another, resumes with them.
@@ -283,7 +260,9 @@ async def answer_task(
         return None
     if record.terminal:
         raise AnswerRefused(f"task {task_id} is {record.status}; it takes no answers")
-    wanted = _with_action(record, dict(responses), action)
+    wanted = dict(responses)
+    if not wanted:
+        raise AnswerRefused("no answer given")
     try:
         checked_answers(wanted)
     except ProtocolError as exc:

@@ -30,13 +30,14 @@ from mcptasks._runtime.operator import (
     parse_since,
     purge_tasks,
 )
+from mcptasks.cli.answers import parse_answers
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
 from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import KeepsJournal, OperatorStore
+from mcptasks.stores.base import KeepsJournal, OperatorStore, TaskRecord
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.redaction import redact_url
@@ -243,24 +244,44 @@ async def _cancel(store: OperatorStore, args: argparse.Namespace, out: TextIO) -
     return 0
 
 
-def _parse_answers(values: Sequence[str] | None) -> dict[str, Any]:
-    """`--answer KEY=JSON` values as wire answers by key."""
-    answers: dict[str, Any] = {}
-    for value in values or ():
-        key, sep, text = value.partition("=")
-        if not sep or not key:
-            raise _error(f"--answer takes KEY=JSON, not {value!r}")
-        try:
-            answers[key] = json.loads(text)
-        except ValueError as exc:
-            raise _error(f"--answer {key}: not JSON ({exc}); nothing was recorded") from None
-    return answers
+def _wire_answers(record: TaskRecord, args: argparse.Namespace) -> dict[str, Any]:
+    """The wire answers the command line gives `record`'s pending questions, by key.
+
+    `--answer`, `--decline` and `--cancel` mean what they mean to `mcptasks call` (an
+    elicitation's content, by its key or a field name, checked against its schema); a request
+    of another method takes the JSON as its whole answer. A KEY no pending question takes is
+    passed on as it is, so that `answer_task` says why it is refused.
+    """
+    given = parse_answers(args.answer, None, args.decline, args.cancel)
+    wanted: dict[str, Any] = {}
+    for key, request in sorted(record.input_requests.items()):
+        raw = request.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if request.get("method") != "elicitation/create":
+            if key in given.by_key:
+                given.used.add(key)
+                wanted[key] = given.by_key[key]
+            continue
+        schema = params.get("requestedSchema")
+        reply = given.respond(
+            key, str(params.get("message", "")), schema if isinstance(schema, dict) else None
+        )
+        if reply is not None:
+            action, content = reply
+            wanted[key] = {"action": action, "content": content} if action == "accept" else {"action": action}
+    for key in given.unused():
+        wanted[key] = given.by_key[key]
+    if given.bare:
+        raise _error("an --answer without a KEY found no pending question to answer")
+    return wanted
 
 
 async def _answer(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
-    answers = _parse_answers(args.answer)
-    action = "decline" if args.decline else "cancel" if args.cancel else None
-    record = await answer_task(store, args.task_id, answers, action=action, name=args.name)
+    current = await store.get(args.task_id)
+    if current is None:
+        raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
+    answers = _wire_answers(current, args) if not current.terminal else {}
+    record = await answer_task(store, args.task_id, answers, name=args.name)
     if record is None:
         raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
     view = describe(record, detail=True)
@@ -430,11 +451,17 @@ def register(commands: Subcommands) -> None:
         "--answer",
         action="append",
         metavar="KEY=JSON",
-        help="the answer to input key KEY, as tasks/update sends it (repeatable)",
+        help="accept question KEY (its inputRequests key or a field name) with this content, checked "
+        "against its schema, as `mcptasks call --answer` does; a request other than an elicitation "
+        "takes the JSON as its whole answer (repeatable)",
     )
     choice = answer.add_mutually_exclusive_group()
-    choice.add_argument("--decline", action="store_true", help="decline every pending elicitation")
-    choice.add_argument("--cancel", action="store_true", help="cancel every pending elicitation")
+    choice.add_argument(
+        "--decline", action="store_true", help="decline every pending question no --answer matches"
+    )
+    choice.add_argument(
+        "--cancel", action="store_true", help="cancel every pending question no --answer matches"
+    )
     answer.add_argument("--name", help="who answers, kept with the answers (e.g. a login)")
 
     cancel = action("cancel", "cancel a task (as its owner would; terminal tasks stay as they are)")

@@ -2,6 +2,7 @@
 
 - an operator answers with `mcptasks admin answer` (a separate process, on SQLite and PostgreSQL)
   and the body, waiting in `serve`, resumes and completes; `admin show` says who answered, when;
+- an operator answers from the dashboard's question card in headless Chromium;
 - a key takes one answer only: a different second answer is refused as stale (the CLI and a
   client's `tasks/update`), the same one again is a no-op;
 - a question re-asked differently after the code changed (a replay) does not take the answer
@@ -22,6 +23,8 @@ from typing import Any
 
 import anyio
 import pytest
+from browser import Browser, chromium_or_skip
+from cli.test_dashboard import TOKEN, dashboard
 from durable.durable_helpers import (
     assert_once,
     body_pids,
@@ -57,7 +60,8 @@ async def shown(store: str, task_id: str) -> dict[str, Any]:
 
 
 def answer_of(key: str, **content: Any) -> str:
-    return f"{key}={json.dumps(accept(**content))}"
+    """`--answer KEY=JSON`: the content accepting question KEY (as `mcptasks call` takes it)."""
+    return f"{key}={json.dumps(content)}"
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -134,11 +138,12 @@ async def test_the_cli_declines_and_refuses_bad_answers_with_nothing_written(tmp
             key, _ = the_input_request(await tasks.wait_input(task_id, count=1))
             before, _ = await stored(store, task_id)
             for args, message in [
-                (["--answer", f"{key}=not json"], f"--answer {key}: not JSON"),
-                (["--answer", "nokey"], "--answer takes KEY=JSON"),
+                (["--answer", f"{key}=maybe"], "does not fit its schema"),
+                (["--answer", answer_of(key, confirm="maybe")], "does not fit its schema"),
+                (["--answer", "nokey"], "--answer expects KEY=JSON"),
                 (["--answer", answer_of("input-99", confirm=True)], "'input-99' is not a pending question"),
                 ([], "no answer given"),
-                (["--answer", f'{key}="\\ud800"'], "no answer was recorded"),
+                (["--answer", f'{key}={{"confirm": true, "x": "\\ud800"}}'], "no answer was recorded"),
             ]:
                 code, out, err = await admin("answer", task_id, "--store", store, *args)
                 assert code == 2 and out == "" and message in err, (args, out, err)
@@ -263,6 +268,62 @@ async def test_a_deadline_passed_while_serve_was_down_is_honoured_after_the_rest
     assert record.answer_log[key]["deadline"] == due, record.answer_log
     assert [e["kind"] for e in journal] == ["step", "ask", "answer", "step"], journal
     assert journal[2]["answers"] == [accept(confirm=True)], journal
+
+
+async def test_an_operator_answers_from_the_dashboard_in_a_browser(tmp_path: Path) -> None:
+    executable = chromium_or_skip()
+    store = sqlite_url(tmp_path)
+    with servers_on(store, tmp_path) as servers:
+        server = servers.start("only")
+        async with client_of(server) as tasks:
+            task_id = str((await tasks.start("gate", {"within": 3600.0}))["taskId"])
+            key, _ = the_input_request(await tasks.wait_input(task_id, count=1))
+            with dashboard(store, tmp_path) as base:
+                browser = await _thread(Browser, executable)
+                try:
+                    js = browser.evaluate
+                    await _thread(browser.open, f"{base}tasks/{task_id}")
+                    await _thread(browser.wait_until, "Number(document.body.dataset.updates) >= 1")
+                    card = f"document.querySelector('#inputs .question[data-key={json.dumps(key)}]')"
+                    due = await _thread(js, f"{card}.querySelector('.q-deadline').textContent")
+                    assert due.startswith("Unless answered, its deadline answers it at "), due
+                    assert due.endswith(': {"action":"decline"}'), due
+                    area = f"{card}.querySelector('form.answer textarea')"
+                    accept_button = f"{card}.querySelector('form.answer button[data-action=accept]')"
+                    notice = "document.getElementById('notice').textContent"
+
+                    await _thread(js, "document.getElementById('token').value = ''")
+                    await _thread(js, f"{accept_button}.click()")
+                    assert await _thread(js, notice) == "Enter the operator token to answer."
+                    await _thread(js, "document.getElementById('token').value = 'wrong'")
+                    await _thread(js, f"{area}.value = '{{\"confirm\": true}}'")
+                    await _thread(js, f"{accept_button}.click()")
+                    await _thread(browser.wait_until, f"{notice}.includes('valid operator token')")
+                    await _thread(js, f"document.getElementById('token').value = {json.dumps(TOKEN)}")
+                    await _thread(js, f"{area}.value = 'yes please'")
+                    await _thread(js, f"{accept_button}.click()")
+                    assert (await _thread(js, notice)).startswith("The answer is not JSON"), notice
+                    record, _ = await stored(store, task_id)
+                    assert record.status == "input_required" and not record.answer_log, record
+
+                    await _thread(js, f"{area}.value = '{{\"confirm\": true}}'")
+                    await _thread(js, f"{accept_button}.click()")
+                    await _thread(browser.wait_until, f"{notice} === 'Answered {key}.'")
+                    done = await tasks.finish(task_id)
+                    who = "document.querySelector('#answers li .by')?.textContent"
+                    await _thread(browser.wait_until, f"{who} === 'operator (dashboard)'")
+                    assert await _thread(js, "document.getElementById('s-inputs').hidden")
+                finally:
+                    await _thread(browser.close)
+
+    assert done["status"] == "completed", done
+    assert done["result"]["structuredContent"]["outcome"].endswith(" applied"), done
+    record, _ = await stored(store, task_id)
+    assert (record.answer_log[key]["by"], record.answer_log[key]["name"]) == ("operator", "dashboard")
+
+
+async def _thread(fn: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(fn, *args)
 
 
 async def _refused(call: Any) -> MCPError:
