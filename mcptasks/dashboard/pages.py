@@ -297,7 +297,7 @@ def _answer_form(key: str, request: dict[str, Any]) -> str:
     if request.get("method") == "elicitation/create":
         return (
             f'<form class="answer" data-key="{esc(key)}"><label>Content (JSON) '
-            '<textarea name="answer" rows="3" spellcheck="false">{}</textarea></label> '
+            '<textarea name="answer" rows="3" spellcheck="false" placeholder="{}"></textarea></label> '
             '<button type="button" data-action="accept">Accept</button> '
             '<button type="button" data-action="decline">Decline</button> '
             '<button type="button" data-action="cancel">Cancel</button></form>'

@@ -310,7 +310,7 @@
     area.name = "answer";
     area.rows = 3;
     area.spellcheck = false;
-    area.value = request.method === "elicitation/create" ? "{}" : "";
+    if (request.method === "elicitation/create") area.placeholder = "{}";
     label.appendChild(area);
     form.appendChild(label);
     var actions = request.method === "elicitation/create"
