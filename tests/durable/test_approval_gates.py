@@ -1,6 +1,6 @@
 """Approval gates on real `mcptasks serve tests/durable_app.py` processes (the `gate` tool):
 
-- an operator answers with `mcptasks admin answer` (a separate process, on SQLite and PostgreSQL)
+- an operator answers with `mcptasks admin answer` (a separate process, on SQLite, PostgreSQL and Redis)
   and the body, waiting in `serve`, resumes and completes; `admin show` says who answered, when;
 - an operator answers from the dashboard's question card in headless Chromium;
 - a key takes one answer only: a different second answer is refused as stale (the CLI and a
@@ -43,7 +43,7 @@ from mcptasks._runtime.operator import iso
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SHORT_LEASE = 4.0
-"""The lease of the PostgreSQL servers: recovery (and the deadline sweep) every 2 s."""
+"""The lease of the PostgreSQL and Redis servers: recovery (and the deadline sweep) every 2 s."""
 
 
 async def admin(*args: str) -> tuple[int, str, str]:
@@ -64,10 +64,10 @@ def answer_of(key: str, **content: Any) -> str:
     return f"{key}={json.dumps(content)}"
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 async def test_an_operator_answers_from_the_cli_and_the_body_completes(tmp_path: Path, backend: str) -> None:
-    with shared_store(backend) if backend == "postgres" else nullcontext(sqlite_url(tmp_path)) as store:
-        lease = SHORT_LEASE if backend == "postgres" else 30.0
+    with shared_store(backend) if backend != "sqlite" else nullcontext(sqlite_url(tmp_path)) as store:
+        lease = SHORT_LEASE if backend != "sqlite" else 30.0
         with servers_on(store, tmp_path, lease_ttl=lease) as servers:
             server = servers.start("only")
             async with client_of(server) as tasks:
@@ -268,6 +268,46 @@ async def test_a_deadline_passed_while_serve_was_down_is_honoured_after_the_rest
     assert record.answer_log[key]["deadline"] == due, record.answer_log
     assert [e["kind"] for e in journal] == ["step", "ask", "answer", "step"], journal
     assert journal[2]["answers"] == [accept(confirm=True)], journal
+
+
+async def test_a_replay_takes_the_deadline_answer_from_the_journal(tmp_path: Path) -> None:
+    store = sqlite_url(tmp_path)
+    with servers_on(store, tmp_path) as servers:
+        first = servers.start("first")
+        async with client_of(first) as tasks:
+            arguments = {"within": 1.0, "on_timeout": "yes", "confirm": True}
+            task_id = str((await tasks.start("gate", arguments))["taskId"])
+            # the deadline answers the approval ("yes"), the body asks its second question
+            waiting = await tasks.wait(
+                task_id,
+                lambda t: (
+                    t["status"] == "input_required"
+                    and any(r["params"]["message"] == "Really?" for r in t.get("inputRequests", {}).values())
+                ),
+                "the second question",
+            )
+            second_key, _ = the_input_request(waiting)
+        first.kill9()
+        _, journal = await stored(store, task_id)
+        assert [e["kind"] for e in journal] == ["step", "ask", "answer", "ask"], journal
+        assert journal[2]["answers"] == [accept(confirm=True)], journal
+
+        second = servers.start("second")
+        async with client_of(second) as tasks:
+            await until(lambda: len(body_pids(servers.counters, task_id)) == 2, "the replay")
+            again = await tasks.wait_input(task_id, count=1)
+            assert the_input_request(again)[0] == second_key, again
+            await tasks.update(task_id, {second_key: accept(confirm=True)})
+            done = await tasks.finish(task_id)
+
+    structured = done["result"]["structuredContent"]
+    # applied: the replay took the deadline's "yes" from the journal (no new deadline, no new answer)
+    assert (structured["action"], structured["outcome"].split()[-1]) == ("accept", "applied"), structured
+    assert structured["pid"] == second.pid, structured
+    assert_once(servers.counters, task_id, "prepare", "apply")
+    record, journal = await stored(store, task_id)
+    assert [e["kind"] for e in journal] == ["step", "ask", "answer", "ask", "answer", "step"], journal
+    assert [entry["by"] for entry in record.answer_log.values()] == ["deadline", "client"], record.answer_log
 
 
 async def test_an_operator_answers_from_the_dashboard_in_a_browser(tmp_path: Path) -> None:
