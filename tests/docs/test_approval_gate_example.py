@@ -28,14 +28,15 @@ async def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return await anyio.to_thread.run_sync(lambda: cli(*args, cwd=cwd))
 
 
-async def waiting_for_input(store: str, task_id: str, cwd: Path) -> dict[str, Any]:
-    """`admin show --json` once the task waits for its approval (polled, generous bound)."""
+async def shown_when(store: str, task_id: str, cwd: Path, waiting: bool) -> dict[str, Any]:
+    """`admin show --json` once the task waits for its approval (`waiting`) or no longer does
+    (polled, generous bound)."""
     with anyio.fail_after(60):
         while True:
             done = await run_cli("admin", "show", task_id, "--store", store, "--json", cwd=cwd)
             assert done.returncode == 0, done.stderr
             view: dict[str, Any] = json.loads(done.stdout)
-            if view["status"] == "input_required":
+            if (view["status"] == "input_required") == waiting:
                 return view
             await anyio.sleep(0.2)
 
@@ -53,7 +54,7 @@ async def test_the_approval_gate_is_answered_by_an_operator_or_its_deadline(
         started = await run_cli("call", url, "release", "version=1.4.2", "--detach", cwd=tmp_path)
         assert started.returncode == 0, started.stderr
         task_id = started.stdout.strip()
-        view = await waiting_for_input(store, task_id, tmp_path)
+        view = await shown_when(store, task_id, tmp_path, waiting=True)
         [(key, request)] = view["inputRequests"].items()
         assert key == "approve-1"
         assert request["params"]["message"] == "Ship app-1.4.2.tar.gz (checks passed)?"
@@ -74,6 +75,8 @@ async def test_the_approval_gate_is_answered_by_an_operator_or_its_deadline(
                 cwd=tmp_path,
             )
             assert done.returncode == 0 and done.stdout == f"{task_id}: answered; now working\n", done
+        else:  # nobody answers: the deadline does (`call --resume` would ask on a terminal)
+            await shown_when(store, task_id, tmp_path, waiting=False)
         result = await run_cli("call", url, "release", f"--resume={task_id}", "--json-output", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         shown = await run_cli("admin", "show", task_id, "--store", store, "--json", cwd=tmp_path)
