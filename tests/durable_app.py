@@ -18,7 +18,9 @@ kill the server inside it and the re-run is quick.
 "a" (default) does a step then asks a question, variant "b" does the step then another step, so
 a server restarted with the other variant replays a body that diverges from its journal.
 `salvage` (a `def` generator) catches the `StepFailed` of two failing steps, then asks.
-`gate` is `approve` with a timeout (`GATE_TIMEOUT`).
+`timed_gate` is `approve` with a timeout (`GATE_TIMEOUT`).
+`gate` is an approval gate: a step, a question (worded differently by variant "b"; with a
+deadline when `within` is given), with `confirm` a second question, then the `apply` step.
 """
 
 from __future__ import annotations
@@ -186,11 +188,11 @@ async def approve(ctx: TaskContext) -> AsyncGenerator[Any, Any]:
 
 
 GATE_TIMEOUT = 8.0
-"""The timeout of `gate` (seconds): long enough for its body to reach its question and park."""
+"""The timeout of `timed_gate` (seconds): long enough for its body to reach its question and park."""
 
 
 @app.task_tool(durable=True, poll_interval=0.1, timeout=GATE_TIMEOUT)
-async def gate(ctx: TaskContext) -> AsyncGenerator[Any, Any]:
+async def timed_gate(ctx: TaskContext) -> AsyncGenerator[Any, Any]:
     """`approve` with a timeout, which keeps counting while the body waits parked."""
     task_id = ctx.task_id or ""
     note(task_id, "body", "start")
@@ -231,3 +233,23 @@ def salvage(ctx: TaskContext) -> Generator[Any, Any, None]:
             failures.append(_failure(exc))
     answer = yield Elicit("Keep what was salvaged?", schema=Confirm)
     yield Result({"failures": failures, "confirmed": _confirmed(answer)})
+
+
+@app.task_tool(durable=True, poll_interval=0.1)
+async def gate(
+    ctx: TaskContext, within: float | None = None, on_timeout: str = "decline", confirm: bool = False
+) -> AsyncGenerator[Any, Any]:
+    """A step, an approval (variant "b" words it differently; `within`: its deadline, answered
+    with `on_timeout`: decline, cancel, or "yes", a default accepted answer), then `apply`."""
+    task_id = ctx.task_id or ""
+    note(task_id, "body", "start")
+    plan = await ctx.step(prepare, task_id)
+    wording = f"Apply {plan} to production?" if os.environ.get(VARIANT_ENV, "a") == "b" else f"Apply {plan}?"
+    chosen: Any = Confirm(confirm=True) if on_timeout == "yes" else on_timeout
+    answer = yield Elicit(wording, schema=Confirm, timeout=within, on_timeout=chosen)
+    second = None
+    if confirm:
+        second = yield Elicit("Really?", schema=Confirm)
+    approved = _confirmed(answer) and (second is None or _confirmed(second))
+    outcome = await ctx.step(apply, task_id, plan, approved)
+    yield Result({"outcome": outcome, "action": answer.action, "question": wording, "pid": os.getpid()})

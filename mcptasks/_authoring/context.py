@@ -18,6 +18,7 @@ from mcptasks._authoring.yields import (
     Elicit,
     InputRequest,
     ListRoots,
+    OnTimeout,
     RootsAnswer,
     Sample,
     SampleAnswer,
@@ -188,22 +189,42 @@ class TaskContext:
 
     @overload
     async def elicit(
-        self, message: str, schema: type[ModelT], *, required: bool = False
+        self,
+        message: str,
+        schema: type[ModelT],
+        *,
+        required: bool = False,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "decline",
     ) -> Answer[ModelT]: ...
 
     @overload
     async def elicit(
-        self, message: str, schema: dict[str, Any] | None = None, *, required: bool = False
+        self,
+        message: str,
+        schema: dict[str, Any] | None = None,
+        *,
+        required: bool = False,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "decline",
     ) -> Answer[dict[str, Any]]: ...
 
     async def elicit(
-        self, message: str, schema: type[BaseModel] | dict[str, Any] | None = None, *, required: bool = False
+        self,
+        message: str,
+        schema: type[BaseModel] | dict[str, Any] | None = None,
+        *,
+        required: bool = False,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "decline",
     ) -> Answer[Any]:
         """Ask the user (`elicitation/create`); the task is `input_required` until answered.
 
-        `Unsupported` when the client did not declare `elicitation` (see `Elicit` for `required`).
+        `Unsupported` when the client did not declare `elicitation` (see `Elicit` for `required`,
+        `timeout` and `on_timeout`).
         """
-        answer: Answer[Any] = await self.request(Elicit(message, schema, required=required))
+        request = Elicit(message, schema, required=required, timeout=timeout, on_timeout=on_timeout)
+        answer: Answer[Any] = await self.request(request)
         return answer
 
     async def sample(self, messages: str | Sequence[str | dict[str, Any]], **options: Any) -> SampleAnswer:

@@ -84,13 +84,15 @@ class InputRequest:
     `InvalidAnswer` to have the request issued again under a fresh key.
     """
 
-    __slots__ = ("before_task", "key", "method", "params", "required")
+    __slots__ = ("before_task", "key", "method", "params", "required", "timeout", "timeout_answer")
 
     method: str
     params: dict[str, Any]
     key: str | None
     before_task: bool
     required: bool
+    timeout: float | None
+    timeout_answer: Any
 
     def __init__(
         self,
@@ -110,6 +112,10 @@ class InputRequest:
         self.required = required
         """When the client did not declare the capability this request needs: True fails the call
         with -32021 naming it; False (default) makes the `yield` evaluate to `Unsupported`."""
+        self.timeout = None
+        """Seconds a task waits for the answer before `timeout_answer` is taken (None: no deadline)."""
+        self.timeout_answer = None
+        """The wire answer a passed deadline gives (see `Elicit`'s `on_timeout`)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The `inputRequests` value: `{method, params}`."""
@@ -200,6 +206,25 @@ def _elicitation_schema(schema: type[BaseModel] | dict[str, Any] | None) -> dict
     raise TypeError(f"schema must be a pydantic model class or a JSON schema dict, not {schema!r}")
 
 
+OnTimeout: TypeAlias = Literal["decline", "cancel"] | BaseModel | dict[str, Any]
+"""What a passed `Elicit` deadline answers: declined, cancelled, or this content accepted."""
+
+
+def _timeout_answer(on_timeout: object) -> dict[str, Any]:
+    """The wire answer an `Elicit`'s `on_timeout` stands for."""
+    if on_timeout == "decline":
+        return {"action": "decline"}
+    if on_timeout == "cancel":
+        return {"action": "cancel"}
+    if isinstance(on_timeout, BaseModel):
+        return {"action": "accept", "content": on_timeout.model_dump(mode="json")}
+    if isinstance(on_timeout, dict):
+        return {"action": "accept", "content": dict(on_timeout)}
+    raise ValueError(
+        f"Elicit on_timeout must be 'decline', 'cancel', a model instance or a dict, not {on_timeout!r}"
+    )
+
+
 class Elicit(InputRequest, Generic[ModelT]):
     """Ask the user for structured input (`elicitation/create`).
 
@@ -207,6 +232,11 @@ class Elicit(InputRequest, Generic[ModelT]):
     that does not validate is asked for again, with the validation error added to the message.
     Evaluates to `Accepted(data)`, `Declined()` or `Cancelled()` (or `Unsupported`): annotate
     the variable with `Answer[Model]` to have it type-checked.
+
+    With `timeout` (seconds), a task that has no answer that long after it asked takes the one
+    `on_timeout` says: `"decline"` (default), `"cancel"`, or a default content (a model instance
+    or a dict, taken as accepted). The deadline is kept in the task's record, so any replica, or
+    this one after a restart, keeps it; the answer is logged as given by the deadline.
     """
 
     __slots__ = ("message", "schema")
@@ -219,6 +249,8 @@ class Elicit(InputRequest, Generic[ModelT]):
         key: str | None = None,
         before_task: bool = False,
         required: bool = False,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "decline",
     ) -> None:
         self.message = message
         self.schema = schema
@@ -229,6 +261,15 @@ class Elicit(InputRequest, Generic[ModelT]):
             before_task=before_task,
             required=required,
         )
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+                raise ValueError(f"Elicit timeout must be a positive number of seconds, not {timeout!r}")
+            self.timeout = float(timeout)
+            self.timeout_answer = _timeout_answer(on_timeout)
+            try:
+                self.parse(self.timeout_answer)
+            except InvalidAnswer as exc:
+                raise ValueError(f"Elicit on_timeout does not fit the schema: {exc}") from None
 
     def parse(self, response: Any) -> Elicitation[Any]:
         """Validate `{action, content}`; the content against the model when one was given."""
@@ -261,13 +302,15 @@ class Elicit(InputRequest, Generic[ModelT]):
     def retry_with(self, reason: str) -> Elicit[ModelT]:
         """The same question, telling the user what was wrong with the last answer."""
         base = self.message.split("\n\n(Previous answer rejected:", 1)[0]
-        return Elicit(
+        again: Elicit[ModelT] = Elicit(
             f"{base}\n\n(Previous answer rejected: {reason})",
             self.schema,
             key=self.key,
             before_task=self.before_task,
             required=self.required,
         )
+        again.timeout, again.timeout_answer = self.timeout, self.timeout_answer
+        return again
 
 
 class Sampled(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import AsyncGenerator, Awaitable, Sequence
 from contextvars import Context
 from dataclasses import dataclass
@@ -141,6 +142,9 @@ class OpenQuestion(Protocol):
     """The body's channel, for the task that resumes it (set by the engine)."""
     wakeup: object
     """When the engine resumes the body to read its record anyway (its own handle)."""
+    due: float | None
+    """When the earliest deadline of its requests passes (`anyio.current_time()` clock; None:
+    none): the engine resumes the body then, to take the answer the deadline gives."""
 
     def answers(self, park: bool) -> Awaitable[list[Any]]:
         """Wait for the answers; with `park`, raise `Parked` again while there are none."""
@@ -506,3 +510,14 @@ class InlineChannel:
 def wire_requests(requests: Sequence[InputRequest], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The `inputRequests` object for `requests` under `keys`."""
     return {key: request.to_wire() for key, request in zip(keys, requests, strict=True)}
+
+
+def input_deadlines(requests: Sequence[InputRequest], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The deadlines of the `requests` (under `keys`) that have a `timeout`, from now:
+    `{key: {at, answer}}` (`at`: epoch seconds; `answer`: the wire answer given then)."""
+    now = time.time()
+    return {
+        key: {"at": now + request.timeout, "answer": request.timeout_answer}
+        for key, request in zip(keys, requests, strict=True)
+        if request.timeout is not None
+    }

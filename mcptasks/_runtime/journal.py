@@ -130,6 +130,14 @@ class Journal:
         self.position += 1
         return entry
 
+    def peek(self) -> dict[str, Any] | None:
+        """The entry at the body's position, without moving past it (None past the end)."""
+        return self.entries[self.position] if self.replaying else None
+
+    def diverge(self, what: str) -> None:
+        """Raise `JournalDiverged` at the body's position, saying `what` differs."""
+        self._diverged(what)
+
     def ended(self) -> JournalDiverged | None:
         """At the body's end: the divergence when it ended before replaying its whole journal."""
         if self.broken is not None or not self.replaying:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from mcptasks._runtime import answer_log
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks.stores.base import CHANGED_PREFIX, TaskRecord, TaskStore, combined_replace
@@ -52,22 +53,62 @@ def cancelled(reason: str) -> Transition:
     return change
 
 
-def answered(responses: Mapping[str, Any], accepted: dict[str, Any]) -> Transition:
-    """A client's answers to outstanding keys are received (others are ignored); `accepted` is
-    filled with the ones taken. The task is `working` again once nothing is outstanding."""
+def answered(
+    responses: Mapping[str, Any],
+    accepted: dict[str, Any],
+    *,
+    by: answer_log.Answerer = "client",
+    name: str | None = None,
+    refused: dict[str, str] | None = None,
+    strict: bool = False,
+) -> Transition:
+    """Answers to outstanding keys are received (others are ignored); `accepted` is filled with
+    the ones taken, each logged in `answer_log` as given `by` (and `name`). The task is `working`
+    again once nothing is outstanding.
+
+    With `refused`, nothing is written when an answer is refused (`answer_log.refusal`: a second,
+    different answer to a key; with `strict`, a key that is not outstanding): `refused` holds why.
+    """
 
     def change(record: TaskRecord) -> TaskRecord | None:
         accepted.clear()
+        if refused is not None:
+            refused.clear()
+            for key, value in responses.items():
+                reason = answer_log.refusal(record, key, value, strict=strict)
+                if reason is not None:
+                    refused[key] = reason
+            if refused:
+                return None
         accepted.update({k: v for k, v in responses.items() if k in record.input_requests})
         if not accepted:
             return None
+        now = time.time()
+        log = {key: answer_log.entry(record, key, value, by, now, name) for key, value in accepted.items()}
         outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
+        deadlines = {k: v for k, v in record.input_deadlines.items() if k not in accepted}
         return record.evolve(
             input_requests=outstanding,
             input_responses={**record.input_responses, **accepted},
+            input_deadlines=deadlines,
+            answer_log=answer_log.logged(record.answer_log, log),
             status="input_required" if outstanding else "working",
             runner=None if record.runner == PARKED and not outstanding else record.runner,
         )
+
+    return change
+
+
+def deadline_passed(now: float, accepted: dict[str, Any]) -> Transition:
+    """The outstanding requests whose deadline is at or before `now` are answered as their
+    authors chose (`answer_log.overdue`), logged as given by the deadline."""
+
+    def change(record: TaskRecord) -> TaskRecord | None:
+        due = answer_log.overdue(record, now)
+        if not due:
+            accepted.clear()
+            return None
+        return answered(due, accepted, by="deadline")(record)
 
     return change
 
@@ -115,13 +156,41 @@ def checkpointed(record: TaskRecord, state: Any) -> TaskRecord:
     return record.evolve(checkpoint=state)
 
 
-def asked(record: TaskRecord, requests: Mapping[str, Any], counter: int) -> TaskRecord:
+def asked(
+    record: TaskRecord,
+    requests: Mapping[str, Any],
+    counter: int,
+    deadlines: Mapping[str, dict[str, Any]] | None = None,
+) -> TaskRecord:
     """`record` waiting for input: the wire `requests` added under their keys (`counter`: the
-    highest key number issued so far)."""
+    highest key number issued so far), with the `deadlines` of those that have one (a key that
+    has a deadline already keeps it: a replay asking again does not move it)."""
+    if deadlines:
+        deadlines = {**deadlines, **record.input_deadlines}
+        return record.evolve(
+            input_requests={**record.input_requests, **requests},
+            input_key_counter=counter,
+            input_deadlines=deadlines,
+            status="input_required",
+        )
     return record.evolve(
         input_requests={**record.input_requests, **requests},
         input_key_counter=counter,
         status="input_required",
+    )
+
+
+def withdrawn_keys(record: TaskRecord, keys: Collection[str]) -> TaskRecord:
+    """`record` without the requests, answers and deadlines of `keys` (their question is no
+    longer asked as it was); the answer log says so, and refuses a late answer to them."""
+    gone = set(keys)
+    now = time.time()
+    log = {key: {"by": "withdrawn", "at": now} for key in keys}
+    return record.evolve(
+        answer_log=answer_log.logged(record.answer_log, log),
+        input_requests={k: v for k, v in record.input_requests.items() if k not in gone},
+        input_responses={k: v for k, v in record.input_responses.items() if k not in gone},
+        input_deadlines={k: v for k, v in record.input_deadlines.items() if k not in gone},
     )
 
 

@@ -21,6 +21,7 @@ from mcptasks._authoring.context import BodyChannel, TaskContext
 from mcptasks._authoring.steps import MAX_UNJOURNALLED_BYTES, Step, step_entry, step_value
 from mcptasks._authoring.tool import TaskTool
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer, Result, as_input_requests
+from mcptasks._runtime.answer_log import questions_digest
 from mcptasks._runtime.driver import InlineChannel, Interrupt, Pending
 from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.request_state import RequestStateCodec, arguments_digest
@@ -102,7 +103,8 @@ class ReplayChannel(InlineChannel):
                 missing[key] = pending[index].to_wire()
             if not missing:
                 name = ",".join(request.method for request in requests)
-                self.entries.append({"kind": "ask", "name": name, "keys": keys})
+                digest = questions_digest([request.to_wire() for request in requests])
+                self.entries.append({"kind": "ask", "name": name, "keys": keys, "digest": digest})
                 self.entries.append(
                     {"kind": "answer", "name": name, "answers": [self.answers[k] for k in keys]}
                 )

@@ -3,7 +3,8 @@
 Operators reach the store directly (never through MCP), so these helpers decide what an operator
 sees: owners as opaque hashes unless asked, results and arguments only when asked, a timeline
 built from the record's transitions. `cancel_task` cancels like a client's `tasks/cancel`, on
-behalf of the task's owner.
+behalf of the task's owner; `answer_task` answers its pending questions like `tasks/update`,
+logged in the record as an operator's answers.
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mcptasks._runtime import ledger
+from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.tasklog import log_task
+from mcptasks.errors import MCPTasksError, ProtocolError
 from mcptasks.stores.base import OpensExisting, OperatorStore, TaskRecord
 from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.url import store_from_url
 
 __all__ = [
     "OPERATOR_CANCEL_REASON",
+    "AnswerRefused",
     "age_text",
+    "answer_task",
+    "answers_view",
     "cancel_task",
     "check_operator_url",
     "describe",
@@ -42,7 +48,7 @@ __all__ = [
 OPERATOR_CANCEL_REASON = "Cancelled by an operator."
 
 logger = logging.getLogger("mcptasks.operator")
-"""Operator actions (purges); an operator's cancel is logged on `mcptasks.tasks` like any other."""
+"""Operator actions (purges, answers); an operator's cancel is logged on `mcptasks.tasks` like any other."""
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -159,6 +165,12 @@ def describe(
         view["inputRequests"] = record.input_requests
         view["error"] = record.error
         view["timeline"] = timeline(record)
+        view["answers"] = answers_view(record)
+        view["inputDeadlines"] = {
+            key: {"at": iso(float(deadline["at"])), "answer": deadline.get("answer")}
+            for key, deadline in record.input_deadlines.items()
+            if key in record.input_requests
+        }
         view["traceparent"] = (record.trace or {}).get("traceparent")
     if show_result:
         view["arguments"] = record.arguments
@@ -209,6 +221,69 @@ async def cancel_task(
     if cancelled is not None:
         log_task("cancelled", cancelled)
         await store.publish(task_id)  # the runner, wherever it is, stops the body
+    return await store.get(task_id)
+
+
+class AnswerRefused(MCPTasksError, ValueError):
+    """An operator's answer that is not recorded (nothing of the answers was): why, in words."""
+
+
+def answers_view(record: TaskRecord) -> dict[str, dict[str, Any]]:
+    """Who answered each input key of `record` and when: `{by, at, name?, deadline?}` by key."""
+    view: dict[str, dict[str, Any]] = {}
+    for key, entry in record.answer_log.items():
+        shown: dict[str, Any] = {"by": entry.get("by"), "at": iso(entry.get("at"))}
+        if entry.get("name"):
+            shown["name"] = entry["name"]
+        if entry.get("deadline") is not None:
+            shown["deadline"] = iso(float(entry["deadline"]))
+        view[key] = shown
+    return view
+
+
+async def answer_task(
+    store: OperatorStore,
+    task_id: str,
+    responses: dict[str, Any],
+    *,
+    name: str | None = None,
+) -> TaskRecord | None:
+    """Answer pending questions of `task_id` as an operator; the record afterwards (None: unknown id).
+
+    `responses` are wire answers by input key, checked as `tasks/update` checks them; each is
+    logged in the record as an operator's (with `name`, when given). `AnswerRefused`, with
+    nothing recorded, for a terminal task, a key that is not pending, a key answered already, or
+    an answer a store cannot keep. The body, in this process or another, resumes with them.
+    """
+    record = await store.get(task_id)
+    if record is None:
+        return None
+    if record.terminal:
+        raise AnswerRefused(f"task {task_id} is {record.status}; it takes no answers")
+    wanted = dict(responses)
+    if not wanted:
+        raise AnswerRefused("no answer given")
+    try:
+        checked_answers(wanted)
+    except ProtocolError as exc:
+        raise AnswerRefused(exc.message) from None
+    accepted: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    change = ledger.answered(wanted, accepted, by="operator", name=name, refused=refused, strict=True)
+    answered = await ledger.apply(store, task_id, change, known=record)
+    if refused:
+        raise AnswerRefused("; ".join(refused.values()) + "; no answer was recorded")
+    if answered is None:
+        raise AnswerRefused(f"task {task_id} ended; it takes no answers")
+    if accepted:
+        logger.info(
+            "task %s answered by an operator%s: %s",
+            task_id,
+            f" ({name})" if name else "",
+            ", ".join(sorted(accepted)),
+            extra={"event": "answered", "detail": ", ".join(sorted(accepted))},
+        )
+        await store.publish(task_id)  # the runner, wherever it is, resumes the body
     return await store.get(task_id)
 
 

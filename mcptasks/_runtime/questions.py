@@ -52,6 +52,7 @@ class Question:
         "body",
         "channel",
         "context",
+        "due",
         "keys",
         "parsed",
         "recorded",
@@ -82,6 +83,8 @@ class Question:
         self.context: Context | None = None
         self.channel: BodyChannel | None = None
         self.wakeup: object = None
+        self.due: float | None = None
+        """When the earliest answer deadline of its keys passes (`anyio.current_time()` clock)."""
 
     def answers(self, park: bool) -> Awaitable[list[Any]]:
         """Go on waiting for the answers (see `TaskRun.ask_or_park`)."""

@@ -18,9 +18,18 @@ import anyio
 from mcptasks._authoring.steps import Step, step_entry, step_value
 from mcptasks._authoring.values import InvalidValue
 from mcptasks._authoring.yields import InputRequest, InvalidAnswer
-from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, wire_requests
+from mcptasks._runtime.answer_log import next_deadline, questions_digest
+from mcptasks._runtime.driver import OpenQuestion, Outcome, Parked, input_deadlines, wire_requests
 from mcptasks._runtime.journal import Journal
-from mcptasks._runtime.ledger import answers_taken, asked, checkpointed, retained, with_status
+from mcptasks._runtime.ledger import (
+    answers_taken,
+    asked,
+    checkpointed,
+    deadline_passed,
+    retained,
+    with_status,
+    withdrawn_keys,
+)
 from mcptasks._runtime.outages import gave_up, is_permanent
 from mcptasks._runtime.questions import (
     MAX_INVALID_ANSWERS,
@@ -523,29 +532,52 @@ class TaskRun:
     ) -> tuple[tuple[str, ...], list[Any] | None]:
         """A durable run's `_issue`: the keys come from the journal on a replay (the question is
         asked again under the keys a client saw), else they are chosen and journalled before
-        they are issued. Returns the keys and the journalled answers (None: not answered yet)."""
+        they are issued. Returns the keys and the journalled answers (None: not answered yet).
+
+        A question journalled with another wire form (the code changed) is not answered by what
+        its old keys got: unanswered, it is asked afresh under new keys (journalled as replacing
+        the old ones); answered, the run diverged from its journal.
+        """
         journal = self.journal
         assert journal is not None
         name = question_name(requests)
+        wanted = questions_digest([request.to_wire() for request in requests])
         asked = journal.recorded("ask", name)
+        withdrawn: tuple[str, ...] = ()
+        while asked is not None and asked.get("digest", wanted) != wanted:
+            old = [str(key) for key in asked["keys"]]
+            following = journal.peek()
+            if following is None:
+                withdrawn, asked = tuple(old), None  # ask afresh below
+            elif following.get("kind") == "ask" and following.get("replaces") == old:
+                asked = journal.recorded("ask", name)
+            else:
+                journal.diverge(
+                    f"a question ({name}) is asked differently from the one answered there; an "
+                    "answer given to the old question is not taken"
+                )
         if asked is None:
             journal.check_room()
             base = max(self.keys_issued, self.record.input_key_counter if self.record is not None else 0)
             chosen = [f"{request.key or 'input'}-{base + n}" for n, request in enumerate(requests, 1)]
             self.keys_issued = base + len(requests)
-            asked = await self._journal(
-                {"kind": "ask", "name": name, "keys": chosen}, "journalling a question"
-            )
+            entry: dict[str, Any] = {"kind": "ask", "name": name, "keys": chosen, "digest": wanted}
+            if withdrawn:
+                entry["replaces"] = list(withdrawn)
+            asked = await self._journal(entry, "journalling a question")
         keys = tuple(str(key) for key in asked["keys"])
         self._note_keys(keys)
         answered = journal.recorded("answer", name) if journal.replaying else None
         if answered is not None:
             return keys, list(answered["answers"])
-        return await self._issue(requests, keys), None
+        return await self._issue(requests, keys, withdrawn), None
 
-    async def _issue(self, requests: Sequence[InputRequest], chosen: Sequence[str] = ()) -> tuple[str, ...]:
+    async def _issue(
+        self, requests: Sequence[InputRequest], chosen: Sequence[str] = (), withdrawn: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         """Add the requests to the record under fresh, never reused keys (or the `chosen` ones,
-        which a durable run journalled); return the keys."""
+        which a durable run journalled); return the keys. The `withdrawn` keys (a question asked
+        differently now) leave the record, with any answer they got."""
         keys: list[str] = list(chosen)
         issued = False
 
@@ -555,13 +587,15 @@ class TaskRun:
             if keys and all(k in record.input_requests or k in record.input_responses for k in keys):
                 return None  # an earlier try landed (its reply lost), or a replay asks again
             issued = True
+            if withdrawn:
+                record = withdrawn_keys(record, withdrawn)
             counter = record.input_key_counter
             if chosen:
                 counter = max(counter, self.keys_issued)
             else:
                 keys[:] = [f"{request.key or 'input'}-{counter + n}" for n, request in enumerate(requests, 1)]
                 counter += len(requests)
-            return asked(record, wire_requests(requests, keys), counter)
+            return asked(record, wire_requests(requests, keys), counter, input_deadlines(requests, keys))
 
         written = await self._write(issue, "asking for input")
         if written is None:
@@ -573,7 +607,9 @@ class TaskRun:
     async def _await_answers(self, keys: tuple[str, ...], parking: Question | None) -> list[Any]:
         """Wait until every key has an answer; return the answers, in order (still in the record).
 
-        With `parking` (the question the keys belong to), raise `Parked` instead of waiting.
+        A request whose deadline passed is answered as its author chose, here (the run wakes at
+        the deadline) or by any engine's sweep (`Liveness`). With `parking` (the question the
+        keys belong to), raise `Parked` instead of waiting.
         This frame stays alive while the body waits, so it holds no closures (their cells would
         too) and nothing the wait does not need.
         """
@@ -594,11 +630,17 @@ class TaskRun:
                     received = answers_received(keys, record.input_responses)
                     if received is not None:
                         break
+                    due = next_deadline(record, keys)
+                    if due is not None and due <= time.time():
+                        await self._answer_overdue()
+                        continue
+                    wait = self.host.config.input_poll_interval
+                    if due is not None:
+                        wait = min(wait, max(0.0, due - time.time()))
                     if parking is not None and not wake.is_set() and self.host.parks(self):
+                        parking.due = None if due is None else anyio.current_time() + wait
                         raise Parked(parking)
-                    wakeup = self.host.wake_at(
-                        anyio.current_time() + self.host.config.input_poll_interval, wake.set
-                    )
+                    wakeup = self.host.wake_at(anyio.current_time() + wait, wake.set)
                     try:
                         await wake.wait()
                     finally:
@@ -609,6 +651,12 @@ class TaskRun:
             if not self.waiters:
                 self.waiters = None
         return received
+
+    async def _answer_overdue(self) -> None:
+        """Answer the record's requests whose deadline passed, as their authors chose."""
+        written = await self._write(deadline_passed(time.time(), {}), "answering at a deadline")
+        if written is None:
+            await self._halt()
 
     async def _take_answers(self, keys: tuple[str, ...]) -> None:
         """Take the answers to `keys` out of the record (they were received)."""

@@ -1,4 +1,4 @@
-"""`mcptasks admin list|show|cancel|purge|stats`: operator commands that read the store directly.
+"""`mcptasks admin list|show|answer|cancel|purge|stats`: operator commands that read the store directly.
 
 They need store access, not MCP credentials, and no MCP client can reach them. Output is a table
 (control characters in tool-supplied text shown escaped), or JSON with `--json` (the same characters
@@ -20,6 +20,7 @@ import anyio
 from mcptasks._runtime.operator import (
     OPERATOR_CANCEL_REASON,
     age_text,
+    answer_task,
     cancel_task,
     check_operator_url,
     describe,
@@ -29,13 +30,14 @@ from mcptasks._runtime.operator import (
     parse_since,
     purge_tasks,
 )
+from mcptasks.cli.answers import parse_answers
 from mcptasks.cli.arguments import Subcommands
 from mcptasks.cli.errors import CliError
 from mcptasks.cli.failures import store_open_failure
 from mcptasks.cli.logsetup import configure_logging
 from mcptasks.cli.output import one_line, to_json, write
 from mcptasks.stores.admin import TaskQuery
-from mcptasks.stores.base import KeepsJournal, OperatorStore
+from mcptasks.stores.base import KeepsJournal, OperatorStore, TaskRecord
 from mcptasks.stores.extras import MissingExtra
 from mcptasks.stores.foreign import adopt_store
 from mcptasks.stores.redaction import redact_url
@@ -62,7 +64,7 @@ _SHOWN = (
 )
 _STATUS_ORDER = ("working", "input_required", "completed", "failed", "cancelled")
 _PROG = "mcptasks admin"
-_WRITES = ("cancel", "purge")
+_WRITES = ("answer", "cancel", "purge")
 _JOURNAL_WIDTH = 120
 """Most characters `admin show` prints of a journal entry's other fields."""
 
@@ -194,6 +196,7 @@ async def _show(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> 
     for entry in view["timeline"]:
         message = f"  {_safe(entry['statusMessage'], 80)}" if entry["statusMessage"] else ""
         write(out, f"  {entry['at']}  {entry['status']}{message}\n")
+    _write_answers(view, out)
     for key in ("inputRequests", "error") + (("arguments", "result") if args.result else ()):
         if view.get(key):
             write(out, f"{key}:\n")
@@ -201,6 +204,21 @@ async def _show(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> 
                 write(out, f"  {line}\n")
     _write_journal(journal, out)
     return 0
+
+
+def _write_answers(view: dict[str, Any], out: TextIO) -> None:
+    """The "answers:" (who answered each key, when) and "deadlines:" sections of `show`."""
+    if view.get("answers"):
+        write(out, "answers:\n")
+        for key, entry in view["answers"].items():
+            who = entry["by"] + (f" ({_safe(entry['name'], 40)})" if entry.get("name") else "")
+            due = f" (deadline {entry['deadline']})" if entry.get("deadline") else ""
+            write(out, f"  {_safe(key, 40)}: {who} at {entry['at']}{due}\n")
+    if view.get("inputDeadlines"):
+        write(out, "deadlines:\n")
+        for key, deadline in view["inputDeadlines"].items():
+            answer = _safe(json.dumps(deadline["answer"], ensure_ascii=True), 60)
+            write(out, f"  {_safe(key, 40)}: at {deadline['at']}, then {answer}\n")
 
 
 def _write_journal(journal: Sequence[Any], out: TextIO) -> None:
@@ -223,6 +241,54 @@ async def _cancel(store: OperatorStore, args: argparse.Namespace, out: TextIO) -
         write(out, f"{record.task_id}: cancelled\n")
     else:
         write(out, f"{record.task_id}: already {record.status}, unchanged\n")
+    return 0
+
+
+def _wire_answers(record: TaskRecord, args: argparse.Namespace) -> dict[str, Any]:
+    """The wire answers the command line gives `record`'s pending questions, by key.
+
+    `--answer`, `--decline` and `--cancel` mean what they mean to `mcptasks call` (an
+    elicitation's content, by its key or a field name, checked against its schema); a request
+    of another method takes the JSON as its whole answer. A KEY no pending question takes is
+    passed on as it is, so that `answer_task` says why it is refused.
+    """
+    given = parse_answers(args.answer, None, args.decline, args.cancel)
+    wanted: dict[str, Any] = {}
+    for key, request in sorted(record.input_requests.items()):
+        raw = request.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if request.get("method") != "elicitation/create":
+            if key in given.by_key:
+                given.used.add(key)
+                wanted[key] = given.by_key[key]
+            continue
+        schema = params.get("requestedSchema")
+        reply = given.respond(
+            key, str(params.get("message", "")), schema if isinstance(schema, dict) else None
+        )
+        if reply is not None:
+            action, content = reply
+            wanted[key] = {"action": action, "content": content} if action == "accept" else {"action": action}
+    for key in given.unused():
+        wanted[key] = given.by_key[key]
+    if given.bare:
+        raise _error("an --answer without a KEY found no pending question to answer")
+    return wanted
+
+
+async def _answer(store: OperatorStore, args: argparse.Namespace, out: TextIO) -> int:
+    current = await store.get(args.task_id)
+    if current is None:
+        raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
+    answers = _wire_answers(current, args) if not current.terminal else {}
+    record = await answer_task(store, args.task_id, answers, name=args.name)
+    if record is None:
+        raise _error(f"no task {args.task_id!r} (unknown, expired or purged)")
+    view = describe(record, detail=True)
+    if args.json:
+        _json({"taskId": record.task_id, "status": record.status, "answers": view["answers"]}, out)
+    else:
+        write(out, f"{record.task_id}: answered; now {record.status}\n")
     return 0
 
 
@@ -282,6 +348,7 @@ async def _stats(store: OperatorStore, args: argparse.Namespace, out: TextIO) ->
 _COMMANDS: dict[str, Callable[[OperatorStore, argparse.Namespace, TextIO], Awaitable[int]]] = {
     "list": _list,
     "show": _show,
+    "answer": _answer,
     "cancel": _cancel,
     "purge": _purge,
     "stats": _stats,
@@ -342,11 +409,11 @@ def register(commands: Subcommands) -> None:
     """Add the `admin` subcommand (it sets `handler(args) -> int`)."""
     admin = commands.add_parser(
         "admin",
-        help="inspect, cancel and purge tasks straight from the store (operators)",
+        help="inspect, answer, cancel and purge tasks straight from the store (operators)",
         description="Operator commands over the task store. They bypass MCP: store access is the credential.",
     )
     actions = admin.add_subparsers(
-        dest="admin_command", required=True, metavar="{list,show,cancel,purge,stats}"
+        dest="admin_command", required=True, metavar="{list,show,answer,cancel,purge,stats}"
     )
 
     def action(name: str, text: str) -> argparse.ArgumentParser:
@@ -375,6 +442,27 @@ def register(commands: Subcommands) -> None:
         help="also print the arguments, the result and the journal's values (step results, answers)",
     )
     show.add_argument("--show-owners", action="store_true", help="also print the owner")
+
+    answer = action(
+        "answer", "answer a task's pending questions (as its client would; logged as an operator's)"
+    )
+    answer.add_argument("task_id", help="the task's id (as `admin list` prints it)")
+    answer.add_argument(
+        "--answer",
+        action="append",
+        metavar="KEY=JSON",
+        help="accept question KEY (its inputRequests key or a field name) with this content, checked "
+        "against its schema, as `mcptasks call --answer` does; a request other than an elicitation "
+        "takes the JSON as its whole answer (repeatable)",
+    )
+    choice = answer.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--decline", action="store_true", help="decline every pending question no --answer matches"
+    )
+    choice.add_argument(
+        "--cancel", action="store_true", help="cancel every pending question no --answer matches"
+    )
+    answer.add_argument("--name", help="who answers, kept with the answers (e.g. a login)")
 
     cancel = action("cancel", "cancel a task (as its owner would; terminal tasks stay as they are)")
     cancel.add_argument("task_id", help="the task's id (as `admin list` prints it)")

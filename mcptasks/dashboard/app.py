@@ -1,8 +1,9 @@
-"""The dashboard as an ASGI app (Starlette): pages, a small JSON API, the guarded cancel, the
+"""The dashboard as an ASGI app (Starlette): pages, a small JSON API, the guarded cancel and answer, the
 Host/Origin check on every route and, when reads are protected, the operator login."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -17,7 +18,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from mcptasks._runtime.operator import OPERATOR_CANCEL_REASON, cancel_task, open_existing
+from mcptasks._runtime.operator import (
+    OPERATOR_CANCEL_REASON,
+    AnswerRefused,
+    answer_task,
+    cancel_task,
+    open_existing,
+)
 from mcptasks.dashboard.guard import (
     LOOPBACK_HOSTS,
     SESSION_COOKIE,
@@ -149,6 +156,29 @@ async def _form(request: Request) -> dict[str, str] | None:
     except (UnicodeDecodeError, ValueError):
         return None
     return {key: values[0] for key, values in fields.items()}
+
+
+_ANSWER_BODY_LIMIT = 65536
+
+
+async def _json_answers(request: Request) -> dict[str, Any] | None:
+    """The `answers` object of a small JSON body, or None for anything else."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _ANSWER_BODY_LIMIT:
+            return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    answers = data.get("answers") if isinstance(data, dict) else None
+    if not isinstance(answers, dict) or not answers or not all(isinstance(k, str) for k in answers):
+        return None
+    return answers
 
 
 class _Dashboard:
@@ -377,6 +407,31 @@ class _Dashboard:
             JSONResponse({"taskId": task_id, "status": record.status, "changed": not before.terminal})
         )
 
+    async def api_answer(self, request: Request) -> Response:
+        """POST `{"answers": {key: answer}}` (JSON, with the operator token in `X-Operator-Token`):
+        answer the task's pending questions as an operator (`answer_task`)."""
+        if self.token is None:
+            return _error(403, "answering is disabled: start the dashboard with an operator token")
+        given = request.headers.get(TOKEN_HEADER, "")
+        try:
+            if not given or not self.token_ok(request, given):
+                return _error(401, "a valid operator token is required to answer")
+        except Throttled as throttled:
+            return _too_many(throttled)
+        answers = await _json_answers(request)
+        if answers is None:
+            return _error(400, 'send {"answers": {KEY: ANSWER}} as JSON (at most 64 KiB)')
+        task_id = request.path_params["task_id"]
+        try:
+            record = await answer_task(await self.holder.get(), task_id, answers, name="dashboard")
+        except AnswerRefused as refused:
+            return _error(409, str(refused))
+        if record is None:
+            return _error(404, _NO_SUCH_TASK)
+        return _secured(
+            JSONResponse({"taskId": task_id, "status": record.status, "answered": sorted(answers)})
+        )
+
     async def asset(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in _ASSETS:
@@ -468,6 +523,7 @@ def dashboard_app(
             Route("/api/summary", app.api(app.api_summary)),
             Route("/api/tasks/{task_id:str}", app.api(app.api_task)),
             Route("/api/tasks/{task_id:str}/cancel", app.api_cancel, methods=["POST"]),
+            Route("/api/tasks/{task_id:str}/answer", app.api_answer, methods=["POST"]),
             Route("/static/{name:str}", app.asset),
         ],
         middleware=[Middleware(HostGuard, allowed_hosts=hosts, allowed_origins=list(allowed_origins))],

@@ -61,7 +61,7 @@ def _layout(
 <a class="brand" href="{esc(base)}">{esc(title)}</a>
 <span id="live" class="live" title="time of the last refresh">server-rendered</span>
 <label class="token">Operator token <input id="token" type="password" autocomplete="off"
- placeholder="needed to cancel"></label>{_logout(base) if logout else ""}
+ placeholder="needed to cancel or answer"></label>{_logout(base) if logout else ""}
 </header>
 <main>
 {body}
@@ -250,7 +250,7 @@ def _schema_note(spec: dict[str, Any]) -> str:
     return " - ".join(parts)
 
 
-def _question(key: str, request: dict[str, Any]) -> str:
+def _question(key: str, request: dict[str, Any], deadline: dict[str, Any] | None = None) -> str:
     """One pending input request: its key, method, message and requested schema (or params)."""
     params = request.get("params") if isinstance(request.get("params"), dict) else {}
     assert isinstance(params, dict)
@@ -281,12 +281,52 @@ def _question(key: str, request: dict[str, Any]) -> str:
         rest = {k: v for k, v in params.items() if k != "message"}
         if rest:
             parts.append(f'<pre class="q-params">{_pre(rest)}</pre>')
+    if deadline:
+        parts.append(
+            f'<p class="q-deadline">Unless answered, its deadline answers it at <time>{esc(deadline.get("at"))}</time>: '
+            f"<code>{esc(_value_text(deadline.get('answer')))}</code></p>"
+        )
+    parts.append(_answer_form(key, request))
     parts.append("</article>")
     return "".join(parts)
 
 
-def _questions(requests: dict[str, Any]) -> str:
-    return "".join(_question(str(k), v if isinstance(v, dict) else {}) for k, v in requests.items())
+def _answer_form(key: str, request: dict[str, Any]) -> str:
+    """The operator's answer form of one pending request (the script posts it with the token):
+    an elicitation's content and accept, decline or cancel; any other request's raw answer."""
+    if request.get("method") == "elicitation/create":
+        return (
+            f'<form class="answer" data-key="{esc(key)}"><label>Content (JSON) '
+            '<textarea name="answer" rows="3" spellcheck="false" placeholder="{}"></textarea></label> '
+            '<button type="button" data-action="accept">Accept</button> '
+            '<button type="button" data-action="decline">Decline</button> '
+            '<button type="button" data-action="cancel">Cancel</button></form>'
+        )
+    return (
+        f'<form class="answer" data-key="{esc(key)}"><label>Answer (JSON, as tasks/update sends it) '
+        '<textarea name="answer" rows="3" spellcheck="false"></textarea></label> '
+        '<button type="button" data-action="raw">Send answer</button></form>'
+    )
+
+
+def _questions(requests: dict[str, Any], deadlines: dict[str, Any] | None = None) -> str:
+    due = deadlines or {}
+    return "".join(
+        _question(str(k), v if isinstance(v, dict) else {}, due.get(k)) for k, v in requests.items()
+    )
+
+
+def _answers(task: dict[str, Any]) -> str:
+    """Who answered each input key and when (and a deadline's time), newest last."""
+    items = []
+    for key, entry in (task.get("answers") or {}).items():
+        who = str(entry.get("by", "?")) + (f" ({entry['name']})" if entry.get("name") else "")
+        due = f" (deadline {entry['deadline']})" if entry.get("deadline") else ""
+        items.append(
+            f'<li data-key="{esc(key)}"><code class="key">{esc(key)}</code> '
+            f'<span class="by">{esc(who)}</span> <time>{esc(entry.get("at"))}</time>{esc(due)}</li>'
+        )
+    return "".join(items)
 
 
 def _section(name: str, heading: str, content: str, show: bool, tag: str = "div", cls: str = "") -> str:
@@ -329,7 +369,8 @@ def detail_page(
 <h1>Task <code>{esc(task["taskId"])}</code></h1>
 <dl class="fields" id="fields">{_field_rows(task)}</dl>
 <p><button id="cancel" type="button"{disabled}>Cancel task</button> <span id="notice" role="status">{esc(hint)}</span></p>
-{_section("inputs", "Pending questions", _questions(requests), bool(requests))}
+{_section("inputs", "Pending questions", _questions(requests, task.get("inputDeadlines")), bool(requests))}
+{_section("answers", "Answers", _answers(task), bool(task.get("answers")), "ul", "timeline answers")}
 {_section("arguments", "Arguments", _arguments(arguments), bool(arguments), "dl", "fields args")}
 {_section("error", "Error", _pre(error) if error is not None else "", error is not None, "pre")}
 {_section("history", "Recent status messages (newest first)", _history(history), bool(history), "ol", "timeline history")}

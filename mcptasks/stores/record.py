@@ -36,6 +36,8 @@ _SHARED_EMPTIES: dict[str, Any] = {
     "status_history": EMPTY_LIST,
     "related_task_ids": EMPTY_LIST,
     "outbox": EMPTY_LIST,
+    "answer_log": EMPTY_DICT,
+    "input_deadlines": EMPTY_DICT,
 }
 """The fields whose empty value is the shared one, however a record is built or evolved."""
 
@@ -104,6 +106,13 @@ class TaskRecord:
     """Webhook events of this task not delivered yet (one entry per event and endpoint), written
     by the same compare-and-set as the change that produced them; see `mcptasks._runtime.webhooks`.
     Unlike every other field it may change after the task ended (`KeepsOutbox.replace_outbox`)."""
+    answer_log: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
+    """Who answered each input key and when, key -> `{by, at, answer, question, ...}` (`by`:
+    `client`, `operator` or `deadline`; `answer` and `question`: digests of the answer and of the
+    request it answered). Kept after the body took the answer: a key takes one answer only."""
+    input_deadlines: dict[str, dict[str, Any]] = field(default_factory=_empty_dict)
+    """When an outstanding request is answered for the person who did not, key -> `{at, answer}`
+    (`at`: epoch seconds; `answer`: the wire answer the request's author chose)."""
 
     def __post_init__(self) -> None:
         if not self.updated_at:

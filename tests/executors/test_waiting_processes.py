@@ -240,8 +240,8 @@ async def test_a_task_parked_past_its_timeout_fails_with_timeout(tmp_path: Path)
         procs.worker("w1")
         async with client_of(server) as tasks:
             started = time.time()
-            task_id = str((await tasks.start("gate", {}))["taskId"])
-            assert await parked(store, [task_id], within=GATE_TIMEOUT), "gate did not park in time"
+            task_id = str((await tasks.start("timed_gate", {}))["taskId"])
+            assert await parked(store, [task_id], within=GATE_TIMEOUT), "timed_gate did not park in time"
             final = await tasks.finish(task_id)
         assert time.time() - started >= GATE_TIMEOUT
         assert final["status"] == "failed", final

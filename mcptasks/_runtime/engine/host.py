@@ -289,6 +289,8 @@ class LocalHost:
         wake_at = anyio.current_time() + self.config.input_poll_interval
         if run.deadline is not None:
             wake_at = min(wake_at, run.deadline)
+        if question.due is not None:  # a request's answer deadline
+            wake_at = min(wake_at, question.due)
         question.wakeup = self._wakeups.set_at(wake_at, run.poke)
         self._slot_freed()
 

@@ -4,7 +4,8 @@ It renews the heartbeat (on the event loop, and on a `HeartbeatThread` when enab
 `lease_ttl / 2` recovers (`recover`): it writes the ends kept while the store failed, notices a
 store that lost its data (`_check_epoch`), fails or re-queues the tasks of runners that are gone,
 stops the runs here whose record ended elsewhere (`_stop_stale`), fails queued tasks no worker
-offers to run, and lets the placement reconcile.
+offers to run, answers questions whose deadline passed (`_answer_overdue`), and lets the placement
+reconcile.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mcptasks._authoring.tool import TaskTool
-from mcptasks._runtime import ledger
+from mcptasks._runtime import answer_log, ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.engine.bodies import timeout_outcome
 from mcptasks._runtime.engine.duties import every, guarded
@@ -117,6 +118,7 @@ class Liveness:
         await self._stop_stale(running_before, {record.task_id: record for record in records})
         count += await self._fail_unserved(records)
         count += await self._end_overdue_parked(records)
+        await self._answer_overdue(records)
         # An executor logs each task it changes itself; one a lost worker left is counted above
         # already (its workflow is resumed here or by another replica's pass).
         count += await self.placement.reconcile(records, live)
@@ -166,6 +168,24 @@ class Liveness:
                 )
                 failed += 1
         return failed
+
+    async def _answer_overdue(self, records: Sequence[TaskRecord]) -> None:
+        """Answer the questions whose deadline passed, as their authors chose, wherever their
+        bodies wait (in memory on any replica, or parked in the store), and wake their runners."""
+        now = time.time()
+        for record in records:
+            if record.status != "input_required" or not answer_log.overdue(record, now):
+                continue
+            accepted: dict[str, object] = {}
+            written = await self.records.mutate(record.task_id, ledger.deadline_passed(now, accepted))
+            if written is None or not accepted:
+                continue
+            run = self.runs.get(record.task_id)
+            if run is not None:
+                run.poke()
+            await self.store.publish(record.task_id)
+            if record.runner == ledger.PARKED and written.runner is None:
+                await guarded(partial(self.placement.unparked, written))  # an executor runs it again now
 
     async def _check_epoch(self) -> None:
         """Notice a store that lost its data (a Redis restarted without persistence, a database

@@ -302,8 +302,35 @@
     return parts.join(" - ");
   }
 
-  function renderQuestions(requests) {
+  function answerForm(key, request) {
+    var form = el("form", null, "answer");
+    form.dataset.key = key;
+    var label = el("label", request.method === "elicitation/create" ? "Content (JSON) " : "Answer (JSON, as tasks/update sends it) ");
+    var area = el("textarea");
+    area.name = "answer";
+    area.rows = 3;
+    area.spellcheck = false;
+    if (request.method === "elicitation/create") area.placeholder = "{}";
+    label.appendChild(area);
+    form.appendChild(label);
+    var actions = request.method === "elicitation/create"
+      ? [["accept", "Accept"], ["decline", "Decline"], ["cancel", "Cancel"]]
+      : [["raw", "Send answer"]];
+    actions.forEach(function (pair) {
+      form.appendChild(document.createTextNode(" "));
+      var button = el("button", pair[1]);
+      button.type = "button";
+      button.dataset.action = pair[0];
+      form.appendChild(button);
+    });
+    return form;
+  }
+
+  function renderQuestions(requests, deadlines) {
     var box = document.getElementById("inputs");
+    var signature = JSON.stringify([requests || {}, deadlines || {}]);
+    if (box.dataset.signature === signature) return;  // keep what an operator is typing
+    box.dataset.signature = signature;
     box.textContent = "";
     Object.keys(requests || {}).forEach(function (key) {
       var request = requests[key] && typeof requests[key] === "object" ? requests[key] : {};
@@ -350,14 +377,84 @@
         Object.keys(params).forEach(function (k) { if (k !== "message") rest[k] = params[k]; });
         if (!empty(rest)) article.appendChild(el("pre", JSON.stringify(rest, null, 2), "q-params"));
       }
+      var deadline = (deadlines || {})[key];
+      if (deadline) {
+        var due = el("p", "Unless answered, its deadline answers it at ", "q-deadline");
+        due.appendChild(el("time", deadline.at));
+        due.appendChild(document.createTextNode(": "));
+        due.appendChild(el("code", valueText(deadline.answer)));
+        article.appendChild(due);
+      }
+      article.appendChild(answerForm(key, request));
       box.appendChild(article);
     });
     show("inputs", !empty(requests));
   }
 
+  function renderAnswers(answers) {
+    var list = document.getElementById("answers");
+    list.textContent = "";
+    Object.keys(answers || {}).forEach(function (key) {
+      var entry = answers[key] || {};
+      var li = el("li");
+      li.dataset.key = key;
+      li.appendChild(el("code", key, "key"));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("span", String(entry.by) + (entry.name ? " (" + entry.name + ")" : ""), "by"));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("time", entry.at));
+      if (entry.deadline) li.appendChild(document.createTextNode(" (deadline " + entry.deadline + ")"));
+      list.appendChild(li);
+    });
+    show("answers", !empty(answers));
+  }
+
+  function sendAnswer(button) {
+    var form = button.closest("form.answer");
+    var notice = document.getElementById("notice");
+    var token = tokenInput.value;
+    if (!token) {
+      notice.textContent = "Enter the operator token to answer.";
+      notice.className = "error";
+      return;
+    }
+    var action = button.dataset.action;
+    var text = form.querySelector("textarea").value;
+    var answer;
+    try {
+      if (action === "accept") answer = { action: "accept", content: JSON.parse(text || "{}") };
+      else if (action === "raw") answer = JSON.parse(text);
+      else answer = { action: action };
+    } catch (e) {
+      notice.textContent = "The answer is not JSON: " + e.message;
+      notice.className = "error";
+      return;
+    }
+    var answers = {};
+    answers[form.dataset.key] = answer;
+    button.disabled = true;
+    fetch(base + "api/tasks/" + encodeURIComponent(body.dataset.task) + "/answer", {
+      method: "POST",
+      headers: { "X-Operator-Token": token, "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ answers: answers }),
+    }).then(function (r) {
+      return r.json().then(function (payload) { return { ok: r.ok, payload: payload }; });
+    }).then(function (reply) {
+      notice.textContent = reply.ok ? "Answered " + form.dataset.key + "." : reply.payload.error;
+      notice.className = reply.ok ? "ok" : "error";
+      button.disabled = false;
+      loadTask(true);
+    }).catch(function () {
+      notice.textContent = "The dashboard could not be reached.";
+      notice.className = "error";
+      button.disabled = false;
+    });
+  }
+
   function renderTask(task) {
     renderFields(task);
-    renderQuestions(task.inputRequests);
+    renderQuestions(task.inputRequests, task.inputDeadlines);
+    renderAnswers(task.answers);
     var args = document.getElementById("arguments");
     args.textContent = "";
     Object.keys(task.arguments || {}).forEach(function (name) {
@@ -412,6 +509,10 @@
   }
 
   function startDetail() {
+    document.getElementById("inputs").addEventListener("click", function (event) {
+      var target = event.target;
+      if (target && target.dataset && target.dataset.action && target.closest("form.answer")) sendAnswer(target);
+    });
     var button = document.getElementById("cancel");
     var notice = document.getElementById("notice");
     button.addEventListener("click", function () {
