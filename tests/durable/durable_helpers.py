@@ -77,6 +77,20 @@ class Server(ServerProcess):
         return time.monotonic() - started
 
 
+class Worker(ServerProcess):
+    """One `mcptasks worker` process (no port)."""
+
+    def wait_ready(self) -> None:
+        """Wait for its start-up line (printed once it takes work)."""
+        deadline = time.monotonic() + BOUND
+        while "mcptasks worker " not in self.output():
+            if self.popen.poll() is not None:
+                pytest.fail(f"{self.name} exited with {self.popen.returncode}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name} did not start within {BOUND} s:\n{self.output()}")
+            time.sleep(0.05)
+
+
 @dataclass
 class Servers:
     """Starts servers on one store; every process it started is ended afterwards."""

@@ -33,6 +33,7 @@ from durable.durable_helpers import (
     BOUND,
     Server,
     Servers,
+    Worker,
     assert_once,
     body_pids,
     client_of,
@@ -43,7 +44,7 @@ from durable.durable_helpers import (
     until,
 )
 from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
-from processes import ROOT, ServerProcess, clean_env, free_port, process_test_marks, wait_accepting
+from processes import ROOT, clean_env, free_port, process_test_marks, wait_accepting
 from rolling_deploy import Deploy
 from sdk_helpers import accept, the_input_request
 
@@ -152,21 +153,6 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
 
 
 # -- processes ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Worker(ServerProcess):
-    """One `mcptasks worker` process (no port)."""
-
-    def wait_ready(self) -> None:
-        """Wait for its start-up line (printed once it works for the executor)."""
-        deadline = time.monotonic() + BOUND
-        while "mcptasks worker " not in self.output():
-            if self.popen.poll() is not None:
-                pytest.fail(f"{self.name} exited with {self.popen.returncode}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{self.name} did not start within {BOUND} s:\n{self.output()}")
-            time.sleep(0.05)
 
 
 @dataclass

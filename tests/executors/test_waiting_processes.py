@@ -23,10 +23,20 @@ from typing import Any
 
 import anyio
 import pytest
-from durable.durable_helpers import APP, BOUND, Server, Servers, assert_once, client_of, runs, shared_store
+from durable.durable_helpers import (
+    APP,
+    BOUND,
+    Server,
+    Servers,
+    Worker,
+    assert_once,
+    client_of,
+    runs,
+    shared_store,
+)
 from durable_app import GATE_TIMEOUT
 from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
-from processes import ROOT, ServerProcess, clean_env, free_port, process_test_marks, wait_accepting
+from processes import ROOT, clean_env, free_port, process_test_marks, wait_accepting
 from sdk_helpers import Tasks, accept, the_input_request
 
 from mcptasks._runtime import ledger
@@ -73,20 +83,6 @@ def placement(request: pytest.FixtureRequest) -> Iterator[str]:
         yield f"dbos+{system_db}?polling_interval=0.1"
     finally:
         drop_database(system_db)
-
-
-@dataclass
-class Worker(ServerProcess):
-    """One `mcptasks worker` process (no port)."""
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + BOUND
-        while "mcptasks worker " not in self.output():
-            if self.popen.poll() is not None:
-                pytest.fail(f"{self.name} exited with {self.popen.returncode}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{self.name} did not start within {BOUND} s:\n{self.output()}")
-            time.sleep(0.05)
 
 
 @dataclass
