@@ -18,15 +18,8 @@ from mcptasks._runtime.failures import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST_REASONS = {
-    "too_many_tasks",
-    "too_many_parked_calls",
-    "too_many_listen_streams",
-    "step_before_task",
-    "stale_answer",
-}
-"""Reasons of errors that refuse a request (a call fails before its task exists, a `tasks/update`
-gives an answered key another answer); they end no task."""
+REQUEST_REASONS = {"too_many_tasks", "too_many_parked_calls", "too_many_listen_streams", "step_before_task"}
+"""Reasons of errors that refuse a request (a call fails before its task exists); they end no task."""
 NO_FAILURE = {"error"}
 """`tasklog.DEFAULT_REASON`: what a log line shows for a failure without a reason."""
 

@@ -27,9 +27,8 @@ from mcptasks._runtime.outages import StoreRetry, describe
 from mcptasks._runtime.recovery import lost_outcome, requeue
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
-from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import StoreBase, TaskRecord
-from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
+from mcptasks.wire import INTERNAL_ERROR
 
 logger = logging.getLogger("mcptasks")
 
@@ -99,21 +98,11 @@ class RunEnds:
     ) -> TaskRecord | None:
         """Record a client's answers to outstanding keys and wake the run waiting for them; the
         record when they queued a task parked in the store again (its placement must run it).
-        -32602 and nothing recorded when a key was answered already with another answer."""
+        Answers to other keys are ignored, as the protocol says: a key answered already (by
+        anyone) or withdrawn (its question was asked again differently) takes no second answer."""
         accepted: dict[str, Any] = {}
-        refused: dict[str, str] = {}
-        change = answered(responses, accepted, refused=refused)
-        written = await self.records.mutate(task_id, change, known=known)
-        if written is None:
-            return None
-        if refused:
-            key, reason = next(iter(refused.items()))
-            raise ProtocolError(
-                INVALID_PARAMS,
-                f"Invalid inputResponses: {reason}; no answer was recorded",
-                {"reason": "stale_answer", "key": key},
-            )
-        if not accepted:
+        written = await self.records.mutate(task_id, answered(responses, accepted), known=known)
+        if written is None or not accepted:
             return None
         run = self.runs.get(task_id)
         if run is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from functools import partial
 from typing import Any
 
 import anyio
@@ -24,7 +23,6 @@ from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import Outcome
 from mcptasks._runtime.engine.bodies import run_inline
 from mcptasks._runtime.engine.creating import NewRecords
-from mcptasks._runtime.engine.duties import guarded
 from mcptasks._runtime.engine.parts import Parts
 from mcptasks._runtime.executor import Executor, executor_from_url
 from mcptasks._runtime.feed import follow
@@ -35,6 +33,7 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import StoreRetry
 from mcptasks._runtime.polling import PollMarks, advertised_interval_ms
 from mcptasks._runtime.request_params import checked_answers
+from mcptasks._runtime.webhooks.delivery import WebhookDelivery
 from mcptasks.errors import TaskNotFound
 from mcptasks.stores.base import TaskRecord, TaskStore
 from mcptasks.stores.foreign import adopt_store
@@ -107,8 +106,8 @@ class TaskEngine:
         self.tools[tool.name] = tool  # the parts share this dict
 
     @property
-    def webhooks(self) -> Any:
-        """The `WebhookDelivery` of this engine (its endpoints and counters), or None."""
+    def webhooks(self) -> WebhookDelivery | None:
+        """The delivery of task events to webhooks (its endpoints and counters), or None."""
         return self._parts.webhooks
 
     @property
@@ -203,13 +202,10 @@ class TaskEngine:
     async def get(
         self, task_id: str, *, owner: str, throttle: bool = False, yield_first: bool = True
     ) -> TaskRecord:
-        """The task as `owner` may see it; `TaskNotFound` for unknown, expired or foreign ids.
-
-        With `throttle`, the engine's `poll_limit` applies (a client poll). It yields to other
-        tasks first, even when the store answers at once (memory), so a client polling in a loop
-        here cannot starve the bodies it waits for; a request read from a transport passes
-        `yield_first=False` (the event loop ran to read it).
-        """
+        """The task as `owner` may see it; `TaskNotFound` for unknown, expired or foreign ids. With
+        `throttle` (a client poll), the engine's `poll_limit` applies. It yields to other tasks first,
+        even when the store answers at once (memory), so a client polling here in a loop cannot starve
+        the bodies it waits for; a request read from a transport passes `yield_first=False`."""
         if yield_first:
             await anyio.lowlevel.checkpoint()
         record = await self.store.get(task_id, owner=owner)
@@ -238,9 +234,7 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if self.observer is not None:
             self.observer.requested("tasks/update", current)
-        unparked = await self._parts.ends.answer(task_id, responses, current)
-        if unparked is not None:
-            await guarded(partial(self._parts.placement.unparked, unparked))
+        await self._parts.answer(task_id, responses, current)
 
     async def cancel(self, task_id: str, *, owner: str, reason: str = "Cancelled by the client.") -> None:
         """Cancel the task (status `cancelled` now; the body stops at its next checkpoint); a
@@ -250,8 +244,7 @@ class TaskEngine:
             raise TaskNotFound(task_id)
         if self.observer is not None:
             self.observer.requested("tasks/cancel", current)
-        if await self._parts.ends.cancel(task_id, reason, current):
-            await guarded(partial(self._parts.placement.stop, task_id))
+        await self._parts.cancel(task_id, reason, current)
 
     async def _listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         await follow(self.store, self._parts.changed, what="change", task_status=task_status)

@@ -1,17 +1,15 @@
 """`LocalHost`: where task bodies run in this process, and the default placement (here, now).
 
-It runs each body in the engine's task group, parks a body that waits for answers and resumes
-it, and hands a run that is over to `RunEnds`. It is the `RunHost` every `TaskRun` sees (not the
+It runs each body in the engine's task group, lets a body that waits for answers go to its
+`WaitingBodies` (`waiting.py`) and resumes it, and hands a run that is over to `RunEnds`. It is the `RunHost` every `TaskRun` sees (not the
 engine). Every placement runs bodies here in the end: claims and executor workers use `launch`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
-from contextvars import copy_context
 from functools import partial
 from typing import Any
 
@@ -22,12 +20,10 @@ from mcptasks._authoring.capabilities import gated
 from mcptasks._authoring.context import BodyChannel
 from mcptasks._authoring.threaded import OwnerThreads, ThreadShare
 from mcptasks._authoring.tool import TaskTool
-from mcptasks._runtime import ledger
 from mcptasks._runtime.config import EngineConfig
 from mcptasks._runtime.driver import (
     STOPPED,
     Interrupt,
-    OpenQuestion,
     Outcome,
     Parked,
     absorb_stray_cancel,
@@ -41,14 +37,14 @@ from mcptasks._runtime.engine.bodies import close_body, observed, open_body, sto
 from mcptasks._runtime.engine.ends import RunEnds
 from mcptasks._runtime.engine.records import HALTED, RecordWriter, same_call
 from mcptasks._runtime.engine.runs import RunRegistry
+from mcptasks._runtime.engine.waiting import WaitingBodies
 from mcptasks._runtime.executor import Executor
-from mcptasks._runtime.ledger import PARKED, Transition
+from mcptasks._runtime.ledger import Transition
 from mcptasks._runtime.mrtr import StartedBody
 from mcptasks._runtime.observer import EngineObserver, follows_runs
-from mcptasks._runtime.outages import describe
 from mcptasks._runtime.related import related_of
 from mcptasks._runtime.run import TaskRun
-from mcptasks._runtime.wakeups import Wakeup, Wakeups
+from mcptasks._runtime.wakeups import Wakeup
 from mcptasks.stores.base import StoreBase, TaskRecord
 
 BODY_TASK_NAME = "mcptasks task body"
@@ -62,9 +58,6 @@ class LocalHost:
 
     executor: Executor | None = None
     takes_queued = True
-    parks_in_store = False
-    """Whether a durable body waiting for answers waits in the store (`EngineConfig.park_waiting`,
-    and always on an executor's workers), not here."""
 
     def __init__(
         self,
@@ -76,6 +69,8 @@ class LocalHost:
         records: RecordWriter,
         runs: RunRegistry,
         ends: RunEnds,
+        *,
+        parks_in_store: bool = False,
     ) -> None:
         self.store = store
         self.config = config
@@ -90,17 +85,17 @@ class LocalHost:
         """The engine's task group while it takes new work."""
         self._group: TaskGroup | None = None
         """The task group, until it has closed (bodies ending during shutdown still settle)."""
-        self._wakeups = Wakeups()
-        """Wakes bodies waiting for input to re-read their record (`input_poll_interval`)."""
+        self.waiting = WaitingBodies(
+            store, config, instance_id, observer, records, runs, in_store=parks_in_store
+        )
+        """The bodies waiting for answers (`parks_in_store`: durable ones wait in the store)."""
         self._threads = OwnerThreads(config.limits.threads, config.limits.thread_share)
         """The worker threads of `def` bodies (`Limits.threads`, `threads_per_owner`)."""
-        self._for_slots: deque[TaskRun] = deque()
-        """Parked bodies woken while every slot of `max_concurrent` was taken, first in first out."""
 
     def open(self, task_group: TaskGroup) -> None:
         """Run bodies in `task_group` from now on (and its wake-up duty)."""
         self._open = self._group = task_group
-        task_group.start_soon(self._wakeups.run_forever)
+        task_group.start_soon(self.waiting.run_forever)
 
     def leaving(self) -> None:
         """The engine is leaving: take no new work (bodies still settle until `closed`)."""
@@ -136,11 +131,11 @@ class LocalHost:
 
     def wake_at(self, when: float, action: Callable[[], object]) -> Wakeup:
         """Call `action` at `when` (`anyio.current_time()` clock): one duty times every waiting body."""
-        return self._wakeups.set_at(when, action)
+        return self.waiting.wake_at(when, action)
 
     def forget_wakeup(self, wakeup: Wakeup) -> None:
         """Forget a wake-up from `wake_at` (the wait ended sooner)."""
-        self._wakeups.cancel(wakeup)
+        self.waiting.forget_wakeup(wakeup)
 
     def parks(self, run: TaskRun) -> bool:
         """Whether `run`'s body may wait for answers without its task: not while telemetry follows
@@ -159,31 +154,20 @@ class LocalHost:
         group = self._group
         if run.parked is None or group is None or not self.runs.hosts(run):
             return
-        if self._no_slot(run):
-            if run not in self._for_slots:
-                self._for_slots.append(run)
+        if self.waiting.holds_for_slot(run, self._closing):
             return
         question = run.unpark()
         assert question is not None and question.context is not None
         if isinstance(question.wakeup, Wakeup):
-            self._wakeups.cancel(question.wakeup)
+            self.waiting.forget_wakeup(question.wakeup)
         start = partial(
             group.start_soon, self._run_and_settle, self.tools[run.tool], {}, run, run.owner, Parked(question)
         )
         question.context.run(start, name=BODY_TASK_NAME)
 
-    def _no_slot(self, run: TaskRun) -> bool:
-        """Whether `run`'s parked body, woken, must wait for a slot of `max_concurrent` (bodies
-        waiting for answers hold none; a stopping body does not wait)."""
-        limit = self.config.max_concurrent
-        return (
-            limit is not None and run.stopped_at is None and not self._closing and self.runs.busy() >= limit
-        )
-
     def _slot_freed(self) -> None:
         """A body gave its task up (it ended or waits): resume the woken bodies waiting for a slot."""
-        while self._for_slots and not self._no_slot(self._for_slots[0]):
-            self.resume(self._for_slots.popleft())
+        self.waiting.release_slots(self.resume, self._closing)
 
     def start_soon(self, job: Callable[[], Coroutine[Any, Any, object]]) -> bool:
         """Start `job` in the engine's task group; False when the engine is not running."""
@@ -279,63 +263,6 @@ class LocalHost:
         assert self._open is not None
         self._open.start_soon(self._execute, tool, args, run, run.owner, None, name=BODY_TASK_NAME)
 
-    def _park(self, run: TaskRun, question: OpenQuestion, channel: BodyChannel) -> None:
-        """Keep a body that waits for answers without its task, until `resume` (an answer, a
-        cancellation, its timeout, or the `input_poll_interval` re-read) gives it a new one."""
-        question.context = copy_context()
-        question.channel = channel
-        run.park(question)
-        # `parks` allowed this just now: nothing stopped the run since (no await in between).
-        wake_at = anyio.current_time() + self.config.input_poll_interval
-        if run.deadline is not None:
-            wake_at = min(wake_at, run.deadline)
-        if question.due is not None:  # a request's answer deadline
-            wake_at = min(wake_at, question.due)
-        question.wakeup = self._wakeups.set_at(wake_at, run.poke)
-        self._slot_freed()
-
-    async def _park_anywhere(
-        self, run: TaskRun, tool: TaskTool, question: OpenQuestion, channel: BodyChannel
-    ) -> None:
-        """Park a waiting body in the store when it is durable (`_park_in_store`), else here."""
-        if not (tool.durable and run.journal is not None and self.parks_in_store):
-            self._park(run, question, channel)
-            return
-        with anyio.CancelScope(shield=True):  # a stop meanwhile is seen below
-            try:
-                written = await self.records.mutate(
-                    run.task_id, ledger.parked_by(self.instance_id, run.attempt), known=run.record
-                )
-            except Exception as exc:  # it waits here, and tries the store again when it wakes
-                logger.warning("could not park task %s in the store (%s)", run.task_id, describe(exc))
-                self._park(run, question, channel)
-                return
-            if written is not None and written.runner == PARKED:
-                await self._park_in_store(run, question)
-                return
-        # Answered, ended or stopped meanwhile: resume the body now, it reads its record again.
-        self._park(run, question, channel)
-        run.poke()
-
-    async def _park_in_store(self, run: TaskRun, question: OpenQuestion) -> None:
-        """The durable body of `run` waits in the store (`ledger.PARKED`): its run is over here and
-        its generator closed; the answer that leaves nothing outstanding queues the task again, and
-        the worker that claims it replays the body from its journal to the question."""
-        self.runs.drop(run.task_id)
-        body, question.body = question.body, None
-        try:  # its `finally:` blocks run now (a `with` block open around the question cannot park)
-            await close_body(body)
-        except Exception:
-            logger.warning("task %s: its body raised while it was closed to park", run.task_id, exc_info=True)
-        if self.observer is not None:
-            self.observer.settled(run.task_id)
-        logger.debug("task %s waits for answers in the store (parked)", run.task_id)
-        self._slot_freed()
-        try:  # its slot is free: claim loops (this engine's too) wake to fill it
-            await self.store.publish(run.task_id)
-        except Exception:
-            logger.debug("could not announce that task %s parked", run.task_id, exc_info=True)
-
     def _execute(
         self,
         tool: TaskTool,
@@ -378,7 +305,8 @@ class LocalHost:
                     value = await body_run(body, channel, pending, run)
                     end = outcome_of_value(value, tool.name, self.config.limits.max_result_bytes)
                 except Parked as parked:  # it waits for answers without this task
-                    await self._park_anywhere(run, tool, parked.question, channel)
+                    await self.waiting.park(run, tool, parked.question, channel)
+                    self._slot_freed()
                     return
                 except BaseException as exc:
                     end = outcome_of_error(exc, tool.name)

@@ -8,7 +8,7 @@ order shutdown relies on (the exit stack closes them in reverse).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, NamedTuple
@@ -24,22 +24,23 @@ from mcptasks._runtime.engine.immediate import ImmediateResults
 from mcptasks._runtime.engine.liveness import Liveness
 from mcptasks._runtime.engine.placement import Placement
 from mcptasks._runtime.engine.queue import Claims, QueuedAdmission, QueuePlacement
-from mcptasks._runtime.engine.records import EventOutbox, RecordWriter
+from mcptasks._runtime.engine.records import RecordWriter
 from mcptasks._runtime.engine.runs import RunRegistry
 from mcptasks._runtime.engine.via_executor import ExecutorPlacement
 from mcptasks._runtime.executor import Executor
 from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.watchdog import Watchdog
 from mcptasks._runtime.webhooks.delivery import WebhookDelivery
-from mcptasks.stores.base import CHANGED_PREFIX, StoreBase
+from mcptasks._runtime.webhooks.events import EventOutbox
+from mcptasks.stores.base import CHANGED_PREFIX, StoreBase, TaskRecord
 
 
 async def _in_thread(call: Callable[[], object]) -> None:
     await anyio.to_thread.run_sync(call)
 
 
-def webhooks_for(store: StoreBase, config: EngineConfig, records: RecordWriter) -> WebhookDelivery | None:
-    """The delivery of the configured webhooks, its events stamped on every write `records` makes."""
+def webhooks_for(store: StoreBase, config: EngineConfig) -> WebhookDelivery | None:
+    """The delivery of the configured webhooks (None: none configured)."""
     if not config.webhooks:
         return None
     delivery = WebhookDelivery(
@@ -47,7 +48,6 @@ def webhooks_for(store: StoreBase, config: EngineConfig, records: RecordWriter) 
         timeout=config.webhook_timeout, max_attempts=config.webhook_max_attempts,
         sweep_interval=config.webhook_sweep_interval,
     )  # fmt: skip
-    records.outbox = EventOutbox(delivery.stamp, delivery.wrote)
     return delivery
 
 
@@ -78,11 +78,15 @@ class Parts(NamedTuple):
     ) -> Parts:
         """Build the parts over `store`, and place new bodies on `executor`, here or the queue."""
         me = instance_id
-        records = RecordWriter(store, config, tools, me, observer)
+        webhooks = webhooks_for(store, config)
+        outbox = None if webhooks is None else EventOutbox(webhooks.stamp, webhooks.wrote)
+        records = RecordWriter(store, config, tools, me, observer, outbox)  # every write carries its events
         runs = RunRegistry(config, on_stuck_shutdown)
         ends = RunEnds(store, config, tools, records, runs, observer)
-        host = LocalHost(store, config, tools, me, observer, records, runs, ends)
-        host.parks_in_store = config.park_waiting or executor is not None
+        parks_in_store = config.park_waiting or executor is not None
+        host = LocalHost(
+            store, config, tools, me, observer, records, runs, ends, parks_in_store=parks_in_store
+        )
         claims = Claims(store, config, tools, me, observer, records, runs, ends, host)
         admission = QueuedAdmission(store, config)
         placement: Placement
@@ -98,7 +102,6 @@ class Parts(NamedTuple):
             placement = QueuePlacement(store, records, host, admission, observer)
         liveness = Liveness(store, config, tools, me, records, runs, ends, claims, placement)
         immediate = ImmediateResults(records, runs, host.start_soon)
-        webhooks = webhooks_for(store, config, records)
         return cls(records, runs, ends, host, immediate, claims, placement, liveness, webhooks)
 
     async def start(
@@ -140,6 +143,18 @@ class Parts(NamedTuple):
         await self.placement.serve(stack, task_group)
         if self.placement.takes_queued:
             task_group.start_soon(self.claims.claim_forever)
+
+    async def answer(self, task_id: str, responses: Mapping[str, Any], known: TaskRecord) -> None:
+        """Record a client's answers (`RunEnds.answer`); a task they queued again from the store
+        is handed to the placement (an executor runs it)."""
+        unparked = await self.ends.answer(task_id, responses, known)
+        if unparked is not None:
+            await guarded(partial(self.placement.unparked, unparked))
+
+    async def cancel(self, task_id: str, reason: str, known: TaskRecord) -> None:
+        """Cancel the task (`RunEnds.cancel`); the placement releases what it holds for it."""
+        if await self.ends.cancel(task_id, reason, known):
+            await guarded(partial(self.placement.stop, task_id))
 
     def changed(self, task_id: str) -> None:
         """A change of `task_id` was announced: its run here re-reads it, else a claim may run

@@ -10,7 +10,6 @@ It owns that state; nothing else writes a record.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import NamedTuple
 
 import anyio
@@ -25,6 +24,7 @@ from mcptasks._runtime.observer import EngineObserver
 from mcptasks._runtime.outages import STORE_REJECTED, StoreRetry, describe, is_permanent, permanent_errors
 from mcptasks._runtime.run import TaskRun
 from mcptasks._runtime.tasklog import log_task
+from mcptasks._runtime.webhooks.events import EventOutbox
 from mcptasks.errors import ProtocolError
 from mcptasks.stores.base import StoreBase, TaskExists, TaskRecord
 from mcptasks.wire import INTERNAL_ERROR, INVALID_PARAMS
@@ -66,20 +66,8 @@ def same_call(stored: TaskRecord, record: TaskRecord) -> TaskRecord:
     return stored
 
 
-class EventOutbox(NamedTuple):
-    """Where the webhook events of record changes go (`mcptasks._runtime.webhooks.delivery`)."""
-
-    stamp: Callable[[TaskRecord | None, TaskRecord], TaskRecord]
-    """Adds the events of a change to the written record's outbox (`ledger.with_events`)."""
-    wrote: Callable[[TaskRecord], None]
-    """Told each record written with events, to send them at once."""
-
-
 class RecordWriter:
     """Writes task records for one engine: creates, transitions, ends, kept ends, journals."""
-
-    outbox: EventOutbox | None = None
-    """Set when webhooks are configured: every write here then carries its events."""
 
     def __init__(
         self,
@@ -88,12 +76,15 @@ class RecordWriter:
         tools: dict[str, TaskTool],
         instance_id: str,
         observer: EngineObserver | None,
+        outbox: EventOutbox | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.tools = tools
         self.instance_id = instance_id
         self.observer = observer
+        self.outbox = outbox
+        """Where the webhook events of every write here go (None: no webhooks configured)."""
         self.permanent_errors = permanent_errors(store)
         """The store errors that retrying cannot cure; every other store error is retried."""
         self._unstored: dict[str, TaskRecord] = {}

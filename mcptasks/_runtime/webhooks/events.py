@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import iso_timestamp
@@ -30,6 +30,15 @@ EVENT_TYPES: tuple[str, ...] = ("task.input_required", "task.completed", "task.f
 Entry = dict[str, Any]
 Stamp = Callable[["TaskRecord | None", TaskRecord], TaskRecord]
 """Adds the events of a change (`before` -> `after`; `before` None for a new record) to `after`."""
+
+
+class EventOutbox(NamedTuple):
+    """Where the engine's record writes put their events (`WebhookDelivery.outbox`)."""
+
+    stamp: Stamp
+    """Adds the events of a change to the written record's outbox (`ledger.with_events`)."""
+    wrote: Callable[[TaskRecord], None]
+    """Told each record written with events, to send them at once."""
 
 
 def event_type(before: TaskRecord | None, after: TaskRecord) -> str | None:
