@@ -206,6 +206,14 @@ class TaskRun:
                 self.deadline = anyio.current_time() + timeout_ms / 1000
             scope.deadline = self.deadline
 
+    def replayed(self, timeout_ms: int | None) -> None:
+        """The body replays from its journal: one that asked a question may have waited parked in
+        the store, where no run held its deadline, so its timeout counts from the task's creation."""
+        record = self.record
+        if timeout_ms is not None and record is not None and record.input_key_counter:
+            left = record.created_at + timeout_ms / 1000 - time.time()
+            self.deadline = anyio.current_time() + max(0.0, left)
+
     def park(self, question: OpenQuestion) -> None:
         """Keep the body waiting for answers without its task (the record is read again when it
         resumes)."""

@@ -10,7 +10,6 @@ rounds before its task cannot be queued, so it runs here.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from functools import partial
@@ -227,11 +226,7 @@ class Claims:
                 await guarded(release)
             return False
         run.journal = self.records.journal_for(tool, run.task_id, run.owner, entries)
-        if tool.timeout_ms is not None and run.record is not None and run.record.input_key_counter:
-            # it may have waited parked in the store, where no run held its deadline: a body
-            # that asked a question counts its timeout from the task's creation
-            left = run.record.created_at + tool.timeout_ms / 1000 - time.time()
-            run.deadline = anyio.current_time() + max(0.0, left)
+        run.replayed(tool.timeout_ms)
         return True
 
 

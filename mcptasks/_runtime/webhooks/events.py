@@ -21,6 +21,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from mcptasks._runtime.ledger import outbox_changed
 from mcptasks.stores.base import TaskRecord
 from mcptasks.wire import iso_timestamp
 
@@ -107,7 +108,7 @@ def stamper(targets: Callable[[], Collection[str]], first_due: float) -> Stamp:
             if kind == "task.input_required":
                 entry["data"] = event_data(after)
             entries.append(entry)
-        return after.evolve(outbox=[*after.outbox, *entries], updated_at=at)
+        return outbox_changed(after, [*after.outbox, *entries])
 
     return stamp
 
