@@ -21,6 +21,7 @@ from typing import Any
 from mcptasks._runtime import ledger
 from mcptasks._runtime.request_params import checked_answers
 from mcptasks._runtime.tasklog import log_task
+from mcptasks._runtime.webhooks.events import OPERATOR_STAMP
 from mcptasks.errors import MCPTasksError, ProtocolError
 from mcptasks.stores.base import OpensExisting, OperatorStore, TaskRecord
 from mcptasks.stores.foreign import adopt_store
@@ -217,7 +218,8 @@ async def cancel_task(
     record = await store.get(task_id)
     if record is None:
         return None
-    cancelled = await ledger.apply(store, task_id, ledger.cancelled(reason), known=record)
+    change = ledger.with_events(ledger.cancelled(reason), OPERATOR_STAMP)  # a `task.cancelled` webhook
+    cancelled = await ledger.apply(store, task_id, change, known=record)
     if cancelled is not None:
         log_task("cancelled", cancelled)
         await store.publish(task_id)  # the runner, wherever it is, stops the body

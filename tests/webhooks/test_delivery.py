@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from webhook_helpers import SECRET, Delivery, Receiver, arrive, receiving, self_signed
 
 from mcptasks import Accepted, Elicit, MemoryTaskStore, Result, SqliteTaskStore, task_tool
+from mcptasks._runtime.operator import cancel_task, open_store
 from mcptasks.lowlevel import TaskEngine
 from mcptasks.metrics import metrics_app
 from mcptasks.stores import TaskStore
@@ -278,3 +279,25 @@ async def test_a_pending_event_keeps_its_record_past_its_ttl_until_delivered() -
             assert engine.webhooks.stats.deliveries["delivered"] == 1
     (delivered,) = [d for d in receiver.events() if d.attempt == 3]
     assert delivered.event["data"]["taskId"] == task_id
+
+
+async def test_an_operator_cancel_from_another_process_reaches_every_endpoint(tmp_path: Path) -> None:
+    # `mcptasks admin cancel` and the dashboard know no endpoints: the server's sweep addresses
+    # their event to each of its own, under one id.
+    database = tmp_path / "tasks.db"
+    with receiving() as first, receiving() as second:
+        async with engine_for(first.url, second.url, store=SqliteTaskStore(database)) as (engine, client):
+            task_id = await client.start("forever")
+            await client.wait(task_id, "working")
+            async with open_store(f"sqlite:///{database}") as operator_store:
+                cancelled = await cancel_task(operator_store, task_id)
+            assert cancelled is not None and cancelled.status == "cancelled"
+            for receiver in (first, second):
+                await arrive(lambda r=receiver: of_type(r, "task.cancelled"), "the cancel at each endpoint")
+            await outbox_empty(engine, task_id)
+            await client.finish(task_id)
+    (at_first,), (at_second,) = of_type(first, "task.cancelled"), of_type(second, "task.cancelled")
+    assert at_first.id == at_second.id
+    assert at_first.event["data"]["taskId"] == task_id
+    assert at_first.event["data"]["statusMessage"] == "Cancelled by an operator."
+    assert len(first.deliveries) == len(second.deliveries) == 1

@@ -30,7 +30,17 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcptasks._runtime.ledger import outbox_changed
-from mcptasks._runtime.webhooks.events import Stamp, entry_key, find, message, stamper, updated, without
+from mcptasks._runtime.webhooks.events import (
+    ANY_ENDPOINT,
+    Stamp,
+    addressed,
+    entry_key,
+    find,
+    message,
+    stamper,
+    updated,
+    without,
+)
 from mcptasks._runtime.webhooks.targets import Endpoint, endpoints
 from mcptasks.errors import MissingExtra
 from mcptasks.stores.base import KeepsOutbox, StoreBase, TaskRecord
@@ -205,6 +215,11 @@ class WebhookDelivery:
         depth = 0
         for record in records:
             depth += len(record.outbox)
+            if any(entry.get("to") == ANY_ENDPOINT for entry in record.outbox):
+                outbox = addressed(record, self.live_keys(), now)
+                changed = outbox_changed(record, outbox, self._keep_until(now))
+                await self._store().replace_outbox(changed, expected_version=record.version)
+                continue  # its entries are due at the next sweep (or another replica's)
             due = [
                 entry_key(entry)
                 for entry in record.outbox

@@ -113,6 +113,24 @@ def stamper(targets: Callable[[], Collection[str]], first_due: float) -> Stamp:
     return stamp
 
 
+ANY_ENDPOINT = "*"
+"""The endpoint of an event made where no endpoint is known (an operator's cancel, outside
+`serve`): a process that delivers webhooks gives it one entry per endpoint it knows (`addressed`)."""
+
+OPERATOR_STAMP: Stamp = stamper(lambda: (ANY_ENDPOINT,), first_due=0.0)
+"""What a change made outside any engine (`mcptasks admin cancel`, the dashboard) stamps its
+event with, in the same compare-and-set as the change."""
+
+
+def addressed(record: TaskRecord, keys: Collection[str], now: float) -> list[Entry]:
+    """`record`'s outbox with each `ANY_ENDPOINT` entry replaced by one per key of `keys`, due now."""
+    kept = [entry for entry in record.outbox if entry.get("to") != ANY_ENDPOINT]
+    for entry in record.outbox:
+        if entry.get("to") == ANY_ENDPOINT:
+            kept += [{**entry, "to": key, "due": now} for key in keys]
+    return kept
+
+
 def message(entry: Mapping[str, Any], record: TaskRecord) -> dict[str, Any]:
     """The Standard Webhooks body of `entry` (an event of `record`): `type`, `timestamp`, `data`."""
     data = entry.get("data")
