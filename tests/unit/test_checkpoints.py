@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 @task_tool
 async def saves_then_asks(ctx: TaskContext):
     before = ctx.saved
-    await ctx.checkpoint({"job": "j-7", "tuple": (1, 2)})
+    await ctx.checkpoint({"job": "job #7", "tuple": (1, 2)})
     answer = yield Elicit("go on?")
     yield Result({"before": before, "after": ctx.saved, "answer": answer.data})
 
@@ -33,14 +33,14 @@ async def test_checkpoint_is_stored_with_the_task_and_not_shown_to_clients() -> 
         task_id = await client.start("saves_then_asks")
         await client.input(task_id, count=1)
         record = await store.get(task_id)
-        assert record is not None and record.checkpoint == {"job": "j-7", "tuple": [1, 2]}
+        assert record is not None and record.checkpoint == {"job": "job #7", "tuple": [1, 2]}
         task = await client.get(task_id)
-        assert "checkpoint" not in str(task) and "j-7" not in str(task)
+        assert "checkpoint" not in str(task) and "job #7" not in str(task)
         await client.answer_only(task_id, accept({}))
         final = await client.finish(task_id)
     assert final["result"]["structuredContent"] == {
         "before": None,
-        "after": {"job": "j-7", "tuple": [1, 2]},
+        "after": {"job": "job #7", "tuple": [1, 2]},
         "answer": {},
     }
 
